@@ -1,0 +1,45 @@
+"""Decide GPU or CPU-interpreter mode *before* anything imports Triton.
+
+Triton reads ``TRITON_INTERPRET`` when a kernel is decorated with ``@triton.jit``; the course
+sets it before ``import triton`` so that no kernel can ever be built in the wrong mode.
+This module must stay free of Triton imports: ``kernellab/__init__`` runs it first.
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+import torch
+
+ENV_FLAG = "TRITON_INTERPRET"
+
+
+class ModeError(RuntimeError):
+    """Raised when Triton was imported in the wrong mode; the message says how to recover."""
+
+    def _render_traceback_(self):  # IPython shows this instead of a traceback
+        return [str(self)]
+
+
+def _interpret_requested() -> bool:
+    return os.environ.get(ENV_FLAG, "0").lower() in ("1", "true", "on", "yes")
+
+
+def choose_mode() -> bool:
+    """Return True when kernels run on a CUDA GPU, False for the CPU interpreter."""
+    forced_cpu = os.environ.get("KERNELLAB_FORCE_CPU", "0") == "1"
+    has_gpu = torch.cuda.is_available() and not forced_cpu and not _interpret_requested()
+    if has_gpu:
+        return True
+    if "triton" in sys.modules and not _interpret_requested():
+        raise ModeError(
+            "Triton was imported before kernellab on a machine without a usable GPU, so its kernels "
+            "would be compiled for a GPU that is not there. Restart the kernel (Kernel > Restart) and "
+            "run the setup cell first: it imports kernellab, which switches Triton to its CPU "
+            "interpreter before Triton loads."
+        )
+    os.environ[ENV_FLAG] = "1"
+    return False
+
+
+ON_GPU = choose_mode()

@@ -1,0 +1,1 @@
+"""The grade of record: every graded problem in its own process, judged by trusted code."""

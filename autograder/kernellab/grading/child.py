@@ -1,0 +1,109 @@
+"""Child process of the grade of record: load the learner's cells, run one problem, report.
+
+Usage: python -m kernellab.grading.child JOBDIR
+
+It reads JOBDIR/job.json (and JOBDIR/cases.pt for correctness problems), writes the phase it
+is in to JOBDIR/phase (so the parent can apply separate compile and run budgets), and writes
+plain data - tensors, numbers, strings - to JOBDIR/result.pt. The parent judges that data
+against references it computed itself; nothing here decides a score.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import pathlib
+import sys
+
+
+def main(jobdir: str) -> int:
+    job_dir = pathlib.Path(jobdir)
+    job = json.loads((job_dir / "job.json").read_text())
+
+    def phase(name: str) -> None:
+        (job_dir / "phase").write_text(name)
+
+    phase("import")
+    import torch  # noqa: F401
+
+    import kernellab  # noqa: F401  (chooses GPU or interpreter before triton loads)
+    from kernellab.device import DEVICE
+    from kernellab.lessons import problems_of
+    from kernellab.problems.base import run_correctness, run_case
+    from kernellab.timing import measure_speed
+
+    # Trusted references, bound before any learner code exists in this process.
+    _save, _run_corr, _run_case, _measure = torch.save, run_correctness, run_case, measure_speed
+    problem = problems_of(job["lesson"])[job["problem"]]
+    out = {"error": None}
+
+    def finish(**kw) -> int:
+        out.update(kw)
+        _save(out, job_dir / "result.pt")
+        phase("done")
+        return 0
+
+    phase("load")
+    ns = {"__name__": "__submission__"}
+    exec("import math\nimport torch\nimport triton\nimport triton.language as tl\nimport kernellab as kl\n"
+         "def get_ipython():\n    class _S:\n        def __getattr__(self, n):\n"
+         "            return lambda *a, **k: None\n    return _S()\n", ns)
+    for k, src in enumerate(job["sources"]):
+        try:
+            exec(compile(src, f"<your cell {k + 1}>", "exec"), ns)
+        except SystemExit:
+            return finish(error="A cell of yours called exit() while loading.")
+        except Exception as exc:  # noqa: BLE001
+            from kernellab.invoke import describe_exception
+            return finish(error=describe_exception(exc, "Loading your exercise cell"))
+
+    if problem.kind == "answers":
+        vals = {}
+        for name in problem.names:
+            v = ns.get(name)
+            if isinstance(v, bool) or v is None:
+                vals[name] = None
+            elif isinstance(v, (int, float)) or (hasattr(v, "item") and getattr(v, "numel", lambda: 0)() == 1):
+                f = float(v.item() if hasattr(v, "item") else v)
+                vals[name] = f if math.isfinite(f) else None
+            elif isinstance(v, str):
+                vals[name] = v[:100]
+            else:
+                vals[name] = None
+        return finish(values=vals)
+
+    fn = ns.get(problem.names[0])
+    if problem.kind == "correctness":
+        cases = torch.load(job_dir / "cases.pt", weights_only=False)
+        phase("compile")  # first call: Triton compiles (and autotunes) here, under its own budget
+        first = _run_case(fn, problem, cases[0], DEVICE.torch_device) if callable(fn) else None
+        phase("run")
+        results = _run_corr(fn, problem, cases, DEVICE.torch_device)
+        if first is not None and first.error and not any(r.error for r in results):
+            results = [first]
+        return finish(results=[{"label": r.label, "output": r.output, "error": r.error} for r in results])
+
+    if problem.kind == "speed":
+        if not DEVICE.on_gpu:
+            return finish(error="no-gpu")
+        if not callable(fn):
+            return finish(error=f"There is no function `{problem.names[0]}` to time.")
+        phase("compile")
+        try:  # compile and autotune at the timed size, under the compile budget
+            gen = torch.Generator(device="cuda").manual_seed(job["seed"] ^ 0x5EED)
+            warm = problem.make_inputs(gen, "cuda")
+            fn(*warm)
+            torch.cuda.synchronize()
+            del warm
+        except Exception as exc:  # noqa: BLE001
+            from kernellab.invoke import describe_exception
+            return finish(error=describe_exception(exc, f"`{problem.names[0]}` at the timed size"))
+        phase("run")
+        m = _measure(fn, problem, job["seed"])
+        m["sketches"] = [[i, idx, vals] for i, idx, vals in m["sketches"]]
+        return finish(measurement=m)
+    return finish(error=f"unknown problem kind {problem.kind}")
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1]))

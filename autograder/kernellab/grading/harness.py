@@ -1,0 +1,198 @@
+"""Parent side of the grade of record (trusted: it never imports or runs learner code).
+
+For each graded problem: build inputs from the secret seed, start a fresh child process on
+the learner's cells with a hard time limit, read back plain data, judge it against
+references computed here, and leave an audit record (result.json).
+"""
+from __future__ import annotations
+
+import datetime
+import json
+import math
+import os
+import pathlib
+import subprocess
+import sys
+import tempfile
+import time
+
+import torch
+
+from ..device import DEVICE
+from ..lessons import problems_of
+from ..problems.base import (CallResult, Outcome, judge_answers, judge_correctness, seeded_generator)
+from .notebook_code import sources_for
+from .secret import problem_seed
+
+# Seconds. Compilation/autotuning and the graded run have separate budgets (GRADING.md, 9).
+COMPILE_BUDGET = float(os.environ.get("KERNELLAB_COMPILE_BUDGET", 120))
+RUN_BUDGET = float(os.environ.get("KERNELLAB_RUN_BUDGET", 180))
+LOAD_BUDGET = 60.0
+
+_DROP_ENV = ("NBGRADER_", "KERNELLAB_SECRET", "JPY_", "JUPYTER_", "IPYKERNEL")
+
+
+def _child_env() -> dict:
+    """The child's environment carries no grading marker (no NBGRADER_EXECUTION, no secret)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(_DROP_ENV)}
+    pkg_root = str(pathlib.Path(__file__).resolve().parents[2])
+    env["PYTHONPATH"] = pkg_root + os.pathsep + env.get("PYTHONPATH", "")
+    env["PYTHONUNBUFFERED"] = "1"
+    env["PYTHONWARNINGS"] = "ignore"
+    return env
+
+
+def _run_child(jobdir: pathlib.Path) -> tuple[str | None, dict]:
+    """Run the child with phase budgets. Returns (problem text or None, timing info)."""
+    log = open(jobdir / "child.log", "wb")
+    t0 = time.monotonic()
+    proc = subprocess.Popen([sys.executable, "-m", "kernellab.grading.child", str(jobdir)], cwd=jobdir,
+                            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                            env=_child_env(), start_new_session=True)
+    phase, since = "start", time.monotonic()
+    budgets = {"start": LOAD_BUDGET, "import": LOAD_BUDGET, "load": LOAD_BUDGET,
+               "compile": COMPILE_BUDGET, "run": RUN_BUDGET, "done": 30.0}
+    why = None
+    while proc.poll() is None:
+        time.sleep(0.05)
+        try:
+            now_phase = (jobdir / "phase").read_text().strip() or phase
+        except OSError:
+            now_phase = phase
+        if now_phase != phase:
+            phase, since = now_phase, time.monotonic()
+        if time.monotonic() - since > budgets.get(phase, RUN_BUDGET):
+            what = {"compile": "compiling (and autotuning) your kernel",
+                    "run": "the graded run"}.get(phase, "loading your code")
+            why = (f"Stopped: {what} took longer than its budget of {budgets.get(phase):.0f} s. An endless "
+                   "loop, or a kernel far too slow for this size?")
+            try:
+                os.killpg(proc.pid, 9)
+            except OSError:
+                proc.kill()
+            proc.wait()
+            break
+    log.close()
+    info = {"exit_code": proc.returncode, "last_phase": phase, "wall_s": time.monotonic() - t0}
+    if why is None and not (jobdir / "result.pt").exists():
+        code = proc.returncode
+        how = f"signal {-code}" if code is not None and code < 0 else f"exit code {code}"
+        why = (f"The process running your code died ({how}) while {phase if phase != 'run' else 'running'} "
+               "it: os._exit, a crash inside a kernel or a fatal CUDA error (such as an illegal memory "
+               "access from an unmasked load or store). Only this problem is affected.")
+    return why, info
+
+
+def _versions() -> dict:
+    import triton
+    info = {"torch": torch.__version__, "triton": triton.__version__, "python": sys.version.split()[0],
+            "device": DEVICE.as_dict()}
+    if DEVICE.on_gpu:
+        try:
+            q = subprocess.run(["nvidia-smi", "--query-gpu=clocks.sm,clocks.mem,clocks.max.sm",
+                                "--format=csv,noheader"], capture_output=True, text=True, timeout=10)
+            info["clocks"] = q.stdout.strip()
+        except Exception:  # noqa: BLE001
+            pass
+    return info
+
+
+def grade_problem(problem, nb, seed: int, copy_gbps: float | None = None, facts: dict | None = None,
+                  lesson: str = "") -> tuple[Outcome, dict]:
+    """Grade one problem of a submitted notebook in a fresh child process."""
+    record = {"problem": problem.id, "kind": problem.kind, "seed": seed, "started": _now()}
+    sources, missing = sources_for(nb, problem.names)
+    if missing:
+        return Outcome(problem.id, 0.0, missing), record
+    if problem.kind == "speed" and not DEVICE.on_gpu:
+        return Outcome(problem.id, 0.0, "Speed is only graded on a GPU; this grading machine has none."), record
+    with tempfile.TemporaryDirectory(prefix="kl-grade-") as tmp:
+        jobdir = pathlib.Path(tmp)
+        job = {"lesson": lesson, "problem": problem.id, "sources": sources, "seed": 0}
+        cases = None
+        if problem.kind == "correctness":
+            cases = problem.make_cases(seeded_generator(seed), DEVICE.on_gpu)
+            torch.save(cases, jobdir / "cases.pt")
+            record["shapes"] = [c.label for c in cases]
+        elif problem.kind == "speed":
+            # Inputs for timing come from a one-time seed derived here; the secret never leaves.
+            job["seed"] = seed ^ int.from_bytes(os.urandom(5), "little")
+        (jobdir / "job.json").write_text(json.dumps(job))
+        why, info = _run_child(jobdir)
+        record.update(info)
+        record["child_log_tail"] = (jobdir / "child.log").read_bytes()[-2000:].decode("utf-8", "replace")
+        if why:
+            return Outcome(problem.id, 0.0, why), record
+        data = torch.load(jobdir / "result.pt", weights_only=True)  # plain data only: no pickled code
+    if data.get("error"):
+        return Outcome(problem.id, 0.0, data["error"]), record
+    if problem.kind == "correctness":
+        results = [CallResult(r["label"], r.get("output"), r.get("error")) for r in data.get("results", [])]
+        return judge_correctness(problem, cases, results), record
+    if problem.kind == "answers":
+        return judge_answers(problem, data.get("values", {}), facts or {}), record
+    if problem.kind == "speed":
+        from ..timing import judge_speed
+        m = data["measurement"]
+        m["sketches"] = [tuple(s) for s in m["sketches"]]
+        return judge_speed(problem, job["seed"], m, copy_gbps), record
+    return Outcome(problem.id, 0.0, f"unknown problem kind {problem.kind}"), record
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+
+
+def clamp_points(fraction: float, points: float) -> float:
+    """Only finite numbers in [0, points] ever reach nbgrader."""
+    if not isinstance(fraction, (int, float)) or not math.isfinite(fraction):
+        return 0.0
+    return round(max(0.0, min(1.0, float(fraction))) * float(points), 4)
+
+
+def grade_notebook(nb, lesson: str, student: str, secret: bytes, logs_dir=None, progress=True) -> dict:
+    """grade_id -> (points awarded, max points, message) for every registered problem in ``nb``."""
+    from ..ceilings import measure_ceilings
+    from ..learner import facts as device_facts
+
+    problems = problems_of(lesson)
+    cells = {(c.get("metadata", {}).get("nbgrader") or {}).get("grade_id"): c for c in nb.cells}
+    ceil = measure_ceilings(quiet=True)
+    facts = device_facts()
+    env_info = _versions()
+    results = {}
+    todo = [p for p in problems.values()]
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+        bar = tqdm(todo, desc=f"{student}/{lesson}", file=sys.stdout, leave=False)
+    for p in (bar if bar is not None else todo):
+        cell = cells.get(p.id)
+        points = float(((cell or {}).get("metadata", {}).get("nbgrader") or {}).get("points", p.points))
+        seed = problem_seed(secret, student, lesson, p.id)
+        try:
+            outcome, record = grade_problem(p, nb, seed, ceil.copy_gbps, facts, lesson)
+        except Exception as exc:  # noqa: BLE001 - a harness failure costs this problem, not the notebook
+            outcome, record = Outcome(p.id, 0.0, f"Grading this problem failed: {type(exc).__name__}: {exc}"), {}
+        score = clamp_points(outcome.fraction, points)
+        results[p.id] = (score, points, outcome.message)
+        if logs_dir is not None:
+            d = pathlib.Path(logs_dir) / student / lesson / p.id
+            d.mkdir(parents=True, exist_ok=True)
+            record.update({"student": student, "lesson": lesson, "score": score, "max_points": points,
+                           "fraction": outcome.fraction, "why": outcome.message,
+                           "details": _jsonable(outcome.details), "environment": env_info, "finished": _now()})
+            (d / "result.json").write_text(json.dumps(_jsonable(record), indent=1))
+    return results
+
+
+def _jsonable(x):
+    if isinstance(x, dict):
+        return {str(k): _jsonable(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_jsonable(v) for v in x]
+    if isinstance(x, float) and not math.isfinite(x):
+        return str(x)
+    if isinstance(x, (str, int, float, bool)) or x is None:
+        return x
+    return str(x)

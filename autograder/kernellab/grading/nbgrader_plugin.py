@@ -1,0 +1,108 @@
+"""nbgrader wiring: the grade of record lands in the test cells' outputs, so the gradebook,
+formgrader, feedback and export stay nbgrader's own.
+
+- ``SafeExecute``: nbgrader's Execute, except that the test cells of registered problems are
+  not run in the learner's kernel (the harness grades them) and a kernel that dies does not
+  fail the whole notebook.
+- ``GradeOfRecord``: runs every registered problem through the harness and writes into its
+  test cell a stdout paragraph (why) and the clamped score (what nbgrader records).
+"""
+from __future__ import annotations
+
+import os
+import pathlib
+
+from nbformat.v4 import new_output
+from nbgrader.preprocessors import Execute, NbGraderPreprocessor
+from traitlets import Unicode
+
+
+def _grade_id(cell) -> str | None:
+    m = (cell.get("metadata") or {}).get("nbgrader") or {}
+    return m.get("grade_id") if m.get("grade") and not m.get("solution") else None
+
+
+def _registered(lesson: str) -> dict:
+    from ..lessons import LESSONS, problems_of
+    return problems_of(lesson) if lesson in LESSONS else {}
+
+
+class SafeExecute(Execute):
+    def preprocess(self, nb, resources):
+        self._kl_problems = _registered(resources.get("nbgrader", {}).get("assignment", ""))
+        try:
+            return super().preprocess(nb, resources)
+        except Exception as exc:  # noqa: BLE001 - e.g. DeadKernelError: keep what ran, grade the rest
+            self.log.warning("The notebook's kernel stopped (%s: %s); graded problems run in their own "
+                             "processes and are still graded.", type(exc).__name__, exc)
+            for cell in nb.cells:
+                if cell.cell_type == "code" and not cell.get("outputs") and not _grade_id(cell):
+                    cell.outputs = [new_output("stream", name="stdout",
+                                               text="(not run: the notebook's kernel had stopped)\n")]
+            return nb, resources
+
+    def preprocess_cell(self, cell, resources, index):
+        if cell.cell_type == "code" and _grade_id(cell) in getattr(self, "_kl_problems", {}):
+            cell.outputs = []
+            return cell, resources  # graded in a separate process by GradeOfRecord
+        return super().preprocess_cell(cell, resources, index)
+
+
+class GradeOfRecord(NbGraderPreprocessor):
+    logs_dir = Unicode("", help="Where result.json files go (per student/lesson/problem).").tag(config=True)
+    course_root = Unicode("", help="Course root; holds .kernellab_secret.").tag(config=True)
+
+    def preprocess(self, nb, resources):
+        info = resources.get("nbgrader", {})
+        lesson, student = info.get("assignment", ""), info.get("student", "unknown")
+        problems = _registered(lesson)
+        if not problems:
+            return nb, resources
+        from .harness import grade_notebook
+        from .secret import course_secret
+
+        root = self.course_root or os.getcwd()
+        logs = self.logs_dir or str(pathlib.Path(root) / "grading_logs")
+        results = grade_notebook(nb, lesson, student, course_secret(root), logs_dir=logs)
+        for cell in nb.cells:
+            gid = _grade_id(cell)
+            if gid not in results:
+                continue
+            score, points, why = results[gid]
+            mark = "✓" if score >= points else ("◐" if score > 0 else "✗")
+            cell.outputs = [
+                new_output("stream", name="stdout", text=f"{mark} Grade of record: {score:g} / {points:g}. {why}\n"),
+                new_output("execute_result", data={"text/plain": f"{score:g}"}, execution_count=None),
+            ]
+        return nb, resources
+
+
+def configure(c, root) -> None:
+    """Apply the course's nbgrader settings to config ``c`` for a course rooted at ``root``."""
+    from nbgrader.preprocessors import (AssignLatePenalties, CheckCellMetadata, IgnorePattern, LimitOutput,
+                                        SaveAutoGrades)
+    from nbconvert.preprocessors import ClearMetadataPreprocessor
+
+    root = pathlib.Path(root).resolve()
+    c.CourseDirectory.root = str(root)
+    c.CourseDirectory.source_directory = "solutions"
+    c.CourseDirectory.release_directory = "notebooks"
+    c.CourseDirectory.submitted_directory = "autograder/submitted"
+    c.CourseDirectory.autograded_directory = "autograder/autograded"
+    c.CourseDirectory.feedback_directory = "autograder/feedback"
+    c.CourseDirectory.db_url = f"sqlite:///{root / 'autograder' / 'gradebook.db'}"
+    c.CourseDirectory.course_id = "kernellab"
+    c.CourseDirectory.ignore = [".ipynb_checkpoints", "*.pyc", "__pycache__", "feedback", ".*"]
+    c.ZipCollectApp.archive_directory = "autograder/downloaded/archive"
+    c.ZipCollectApp.extracted_directory = "autograder/downloaded/extracted"
+    c.ZipCollectApp.collect_directory_name = "downloaded"
+    c.Execute.timeout = 600  # first calls compile Triton kernels; autotuning takes longer
+    c.Execute.interrupt_on_timeout = True
+    c.OverwriteCells.add_missing_cells = True
+    c.ClearSolutions.code_stub = {"python": 'raise NotImplementedError("write your code here")'}
+    c.ClearSolutions.text_stub = "YOUR ANSWER HERE"
+    c.Autograde.autograde_preprocessors = [SafeExecute, GradeOfRecord, IgnorePattern, ClearMetadataPreprocessor,
+                                           LimitOutput, SaveAutoGrades, AssignLatePenalties, CheckCellMetadata]
+    c.GradeOfRecord.course_root = str(root / "autograder")
+    c.GradeOfRecord.logs_dir = str(root / "autograder" / "grading_logs")
+    c.GenerateAssignment.create_assignment = True

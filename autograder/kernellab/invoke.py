@@ -1,0 +1,66 @@
+"""Call a learner's function and turn anything that goes wrong into one clear paragraph."""
+from __future__ import annotations
+
+import inspect
+import traceback
+
+import torch
+
+
+def _student_frame(exc: BaseException) -> str:
+    """'line 12 of your cell' for the deepest frame outside kernellab, torch and triton."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    for fr in reversed(frames):
+        f = fr.filename.replace("\\", "/")
+        if any(p in f for p in ("/kernellab/", "/torch/", "/triton/", "site-packages")):
+            continue
+        return f" (raised at line {fr.lineno}: `{(fr.line or '').strip()}`)"
+    return ""
+
+
+def describe_exception(exc: BaseException, call: str) -> str:
+    name = type(exc).__name__
+    msg = str(exc).strip().splitlines()
+    first = msg[0] if msg else ""
+    where = _student_frame(exc)
+    if isinstance(exc, NotImplementedError):
+        return f"{call} is not written yet: it raised NotImplementedError. Replace the stub's body with your code."
+    if isinstance(exc, TypeError) and ("argument" in first or "positional" in first):
+        return (f"{call} could not be called the way the check calls it: {first}. "
+                "Keep the signature from the stub.")
+    if "OutOfResources" in name or "out of resource" in first.lower():
+        return (f"The Triton kernel in {call} needs more on-chip resources than this GPU has ({first}). "
+                "Use a smaller BLOCK or fewer stages.")
+    if "CompilationError" in name or "CompileTimeAssertionFailure" in name:
+        detail = " ".join(s.strip() for s in msg[-3:] if s.strip())
+        return f"The Triton kernel in {call} did not compile: {detail[:400]}"
+    if isinstance(exc, RuntimeError) and ("CUDA error" in first or "illegal memory" in first.lower()):
+        return (f"{call} caused a CUDA error: {first}. This usually means a load or store outside the "
+                "tensors (check masks and offsets). CUDA errors are sticky: restart the kernel "
+                "(Kernel > Restart) before running anything else on the GPU.")
+    return f"{call} raised {name}: {first[:300]}{where}."
+
+
+def signature_problem(fn, n_args: int, name: str, signature: str) -> str | None:
+    """Say so if ``fn`` is missing, not callable, or cannot take ``n_args`` positional arguments."""
+    if fn is None:
+        return f"There is no function `{name}`: define `{signature}` in the exercise cell and run it."
+    if not callable(fn):
+        return f"`{name}` is a {type(fn).__name__}, not a function: define `{signature}`."
+    try:
+        inspect.signature(fn).bind(*([None] * n_args))
+    except TypeError:
+        return f"`{name}` must take {n_args} positional arguments: define it as `{signature}`."
+    except ValueError:  # builtins without a signature: let the call decide
+        return None
+    return None
+
+
+def sync(device) -> str | None:
+    """Wait for the GPU; return a paragraph if an asynchronous error surfaced."""
+    if str(device).startswith("cuda"):
+        try:
+            torch.cuda.synchronize()
+        except Exception as exc:  # noqa: BLE001
+            return describe_exception(exc, "the kernel")
+    return None

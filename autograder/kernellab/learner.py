@@ -1,0 +1,70 @@
+"""Learner checks: run a problem in the notebook's own process and answer in seconds.
+
+These give feedback only; the grade of record is computed elsewhere (grading/), so a learner
+who patches them fools only themself.
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+from .device import DEVICE
+from .problems.base import (AnswersProblem, CorrectnessProblem, SpeedProblem, judge_answers,
+                            judge_correctness, run_correctness, seeded_generator)
+from .report import CheckFailed, Score, say, speed_plot
+
+
+def _fresh_seed() -> int:
+    return int.from_bytes(os.urandom(6), "little")
+
+
+def facts() -> dict:
+    """What an answer may depend on: the measured ceilings of this device."""
+    from .ceilings import measure_ceilings
+    c = measure_ceilings(quiet=True)
+    return {"ridge": c.ridge, "bound": c.bound}
+
+
+def check(problem, *objs):
+    if isinstance(problem, CorrectnessProblem):
+        cases = problem.make_cases(seeded_generator(_fresh_seed()), DEVICE.on_gpu)
+        results = run_correctness(objs[0], problem, cases, DEVICE.torch_device)
+        out = judge_correctness(problem, cases, results)
+        if not out.passed:
+            raise CheckFailed(f"{problem.title}: {out.message}")
+        say(f"✓ {problem.title}: {out.message}")
+        return None
+    if isinstance(problem, AnswersProblem):
+        out = judge_answers(problem, dict(zip(problem.names, objs)), facts())
+        if out.fraction <= 0:
+            raise CheckFailed(f"{problem.title}: {out.message}")
+        say(("✓ " if out.passed else "◐ ") + f"{problem.title}: {out.message}")
+        return None if out.passed else Score(round(out.fraction * problem.points, 3))
+    if isinstance(problem, SpeedProblem):
+        return _check_speed(problem, objs[0])
+    raise TypeError(f"unknown problem type {type(problem).__name__}")
+
+
+def _check_speed(problem: SpeedProblem, fn):
+    if not DEVICE.on_gpu:
+        say(f"◌ {problem.title}: speed is only measured on a GPU. This machine runs Triton in its CPU "
+            "interpreter, which shows whether a kernel is right but not how fast it would be; nothing is "
+            "awarded here. Open the notebook on a GPU (Colab: Runtime > Change runtime type > T4 GPU).")
+        return None
+    from tqdm.auto import tqdm
+
+    from .ceilings import measure_ceilings
+    from .timing import judge_speed, measure_speed
+
+    ceil = measure_ceilings(quiet=True)
+    seed = _fresh_seed()
+    rounds = 5
+    with tqdm(total=rounds, desc=f"timing {problem.names[0]} vs {problem.baseline_name}", file=sys.stdout,
+              leave=False) as bar:
+        m = measure_speed(fn, problem, seed, rounds=rounds, progress=bar)
+    out = judge_speed(problem, seed, m, ceil.copy_gbps)
+    if m.get("error") or "flagged" in out.details or "sketch_error" in out.details:
+        raise CheckFailed(f"{problem.title}: {out.message}")
+    say(("✓ " if out.passed else "◐ ") + f"{problem.title}: {out.message}")
+    speed_plot(out, problem)
+    return None if out.passed else Score(round(out.fraction * problem.points, 3))

@@ -1,0 +1,13 @@
+"""One module per lesson: its graded problems (shared by learner checks and the grade of record)
+and the learner-facing check functions the notebook calls."""
+from __future__ import annotations
+
+import importlib
+
+LESSONS = {"01_roofline_vector_add": "lesson01"}
+
+
+def problems_of(lesson_id: str) -> dict:
+    """grade_id -> Problem for one lesson."""
+    mod = importlib.import_module(f"{__name__}.{LESSONS[lesson_id]}")
+    return {p.id: p for p in mod.PROBLEMS}

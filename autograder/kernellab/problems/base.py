@@ -1,0 +1,244 @@
+"""What a graded problem is, and the two halves of checking it.
+
+``run_*`` functions execute the learner's code (in the notebook for learner checks, in a
+throw-away child process for the grade of record) and return plain data. ``judge_*``
+functions turn that data into a score and a message; the grade of record runs them in the
+trusted parent, which computes every reference itself.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+from typing import Any, Callable
+
+import torch
+
+from ..compare import compare
+from ..guarded import guarded_copy
+from ..invoke import describe_exception, signature_problem, sync
+from ..watch import watched
+
+
+@dataclasses.dataclass
+class Case:
+    label: str
+    inputs: list  # CPU tensors
+    kwargs: dict = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass
+class CallResult:
+    label: str
+    output: torch.Tensor | None = None
+    error: str | None = None
+
+
+@dataclasses.dataclass
+class Outcome:
+    problem: str
+    fraction: float  # of the problem's points, in [0, 1]
+    message: str
+    details: dict = dataclasses.field(default_factory=dict)
+
+    @property
+    def passed(self) -> bool:
+        return self.fraction >= 1.0
+
+
+@dataclasses.dataclass
+class Problem:
+    id: str  # the nbgrader grade_id of its test cell
+    points: float
+    names: tuple  # what the learner defines: function or answer variable names
+    title: str
+
+    kind = "base"
+    needs_gpu = False
+
+
+# ---------------------------------------------------------------- correctness
+
+@dataclasses.dataclass
+class CorrectnessProblem(Problem):
+    signature: str = ""
+    make_cases: Callable = None  # (generator, on_gpu) -> list[Case]
+    reference: Callable = None  # (case) -> float64 CPU tensor
+    out_dtype: Callable = None  # (case) -> dtype
+    out_shape: Callable = None  # (case) -> shape
+    tolerance_repeat: float = 0.0  # repeated runs must agree within this relative error
+
+    kind = "correctness"
+
+    @property
+    def n_args(self) -> int:
+        return self.signature.count(",") + 1 if "()" not in self.signature else 0
+
+
+def run_case(fn, problem: CorrectnessProblem, case: Case, device: str) -> CallResult:
+    """Run the learner's function once on guarded copies of the case's inputs."""
+    call = f"`{problem.names[0]}` on {case.label}"
+    guards = [guarded_copy(t, device) for t in case.inputs]
+    views = [g.view for g in guards]
+    before = [v.clone() for v in views]
+    try:
+        with watched() as st:
+            out = fn(*views, **case.kwargs)
+    except Exception as exc:  # noqa: BLE001 - any learner error becomes a paragraph
+        return CallResult(case.label, error=describe_exception(exc, call))
+    err = sync(device)
+    if err:
+        return CallResult(case.label, error=err)
+    if st.torch_ops:
+        ops = ", ".join(sorted(set(st.torch_ops))[:4])
+        return CallResult(case.label, error=(
+            f"{call} computed with PyTorch ({ops}). A graded function must do its arithmetic in a Triton "
+            "kernel; it may only allocate (torch.empty, empty_like, zeros), reshape and take views."))
+    if st.launches == 0:
+        return CallResult(case.label, error=f"{call} launched no Triton kernel. Launch yours with kernel[grid](...).")
+    if out is None:
+        return CallResult(case.label, error=f"{call} returned None: return the output tensor.")
+    if not isinstance(out, torch.Tensor):
+        return CallResult(case.label, error=f"{call} returned a {type(out).__name__}, not a tensor.")
+    if str(out.device).split(":")[0] != device:
+        return CallResult(case.label, error=(
+            f"{call} returned a tensor on {out.device}, but the inputs are on {device}. Allocate the output "
+            "on the inputs' device, e.g. torch.empty_like(x)."))
+    want_dtype = problem.out_dtype(case)
+    want_shape = tuple(problem.out_shape(case))
+    if out.dtype != want_dtype:
+        return CallResult(case.label, error=f"{call} returned {out.dtype}; expected {want_dtype}.")
+    if any(out.untyped_storage().data_ptr() == v.untyped_storage().data_ptr() for v in views):
+        return CallResult(case.label, error=f"{call} returned one of its inputs: write into a new output tensor.")
+    if st.owns(out) is None:
+        return CallResult(case.label, error=(
+            f"{call} returned a tensor that was not allocated during the call (a cached or global buffer?). "
+            "Allocate the output inside the function, e.g. torch.empty_like(x)."))
+    for g in st.allocations:
+        hit = g.first_guard_hit()
+        if hit is not None:
+            return CallResult(case.label, error=(
+                f"{call} wrote past the end of its output (at least {hit + 1} element(s) beyond it). "
+                "Mask the stores of the last block: tl.store(..., mask=offsets < n)."))
+    for i, (g, b) in enumerate(zip(guards, before)):
+        if not g.guard_intact():
+            return CallResult(case.label, error=f"{call} wrote past the end of input {i}.")
+        if not torch.equal(torch.nan_to_num(g.view), torch.nan_to_num(b)):
+            return CallResult(case.label, error=f"{call} changed its input {i}: inputs must stay as they were.")
+    result = out.detach().to("cpu").clone()
+    if want_shape is not None and tuple(result.shape) != want_shape:
+        return CallResult(case.label, error=f"{call} returned shape {tuple(result.shape)}; expected {want_shape}.")
+    return CallResult(case.label, output=result)
+
+
+def run_correctness(fn, problem: CorrectnessProblem, cases: list, device: str, stop_on_error=True) -> list:
+    """Every case, then the first case again (two runs must agree). Stops at the first error."""
+    bad = signature_problem(fn, problem.n_args, problem.names[0], problem.signature)
+    if bad:
+        return [CallResult("signature", error=bad)]
+    results = []
+    for case in list(cases) + cases[:1]:
+        r = run_case(fn, problem, case, device)
+        results.append(r)
+        if r.error and stop_on_error:
+            break
+    return results
+
+
+def judge_correctness(problem: CorrectnessProblem, cases: list, results: list) -> Outcome:
+    details = {"cases": [c.label for c in cases], "errors": {}}
+    if not results:
+        return Outcome(problem.id, 0.0, "The code produced no results (did the process die?).", details)
+    if len(results) == 1 and results[0].label == "signature" and results[0].error:
+        return Outcome(problem.id, 0.0, results[0].error, details)
+    worst = 0.0
+    for case, res in zip(list(cases) + cases[:1], results):
+        if res.error:
+            return Outcome(problem.id, 0.0, res.error, details)
+        v = compare(res.output, problem.reference(case), what=f"output ({case.label})")
+        worst = max(worst, v.rel_error or 0.0)
+        if not v.ok:
+            return Outcome(problem.id, 0.0, f"Wrong result for {case.label}. {v.message}", details)
+    if len(results) < len(cases) + 1:
+        return Outcome(problem.id, 0.0, f"Only {len(results)} of {len(cases) + 1} calls finished.", details)
+    first, again = results[0].output, results[-1].output
+    diff = compare(again, first.double(), what="repeated output").rel_error or 0.0
+    if diff > problem.tolerance_repeat and not torch.equal(first, again):
+        return Outcome(problem.id, 0.0, (
+            f"Two runs on the same input disagree (relative difference {diff:.1e}): a race, or a read of "
+            "memory nothing wrote?"), details)
+    details["worst_rel_error"] = worst
+    return Outcome(problem.id, 1.0, f"Correct on all {len(cases)} cases (worst relative error {worst:.1e}).",
+                   details)
+
+
+# ---------------------------------------------------------------- numeric answers
+
+@dataclasses.dataclass
+class Answer:
+    name: str
+    expected: Any  # number, or str
+    rel_tol: float = 0.01
+    explain: str = ""
+
+
+@dataclasses.dataclass
+class AnswersProblem(Problem):
+    answers: Callable = None  # (device facts dict) -> list[Answer]
+
+    kind = "answers"
+
+
+def judge_answers(problem: AnswersProblem, given: dict, facts: dict) -> Outcome:
+    wrong, right = [], 0
+    expected = problem.answers(facts)
+    for a in expected:
+        got = given.get(a.name, None)
+        if isinstance(a.expected, str):
+            ok = isinstance(got, str) and got.strip().lower() == a.expected
+        else:
+            ok = (isinstance(got, (int, float)) and not isinstance(got, bool) and math.isfinite(got)
+                  and abs(got - a.expected) <= a.rel_tol * abs(a.expected))
+        if ok:
+            right += 1
+        else:
+            shown = "not set" if got is None else repr(got)
+            wrong.append(f"{a.name} = {shown} is not right. {a.explain}")
+    frac = right / len(expected)
+    msg = (f"All {len(expected)} answers are right." if not wrong else
+           f"{right} of {len(expected)} answers are right. " + " ".join(wrong))
+    return Outcome(problem.id, frac, msg, {"right": right, "of": len(expected)})
+
+
+# ---------------------------------------------------------------- speed
+
+@dataclasses.dataclass
+class SpeedProblem(Problem):
+    signature: str = ""
+    make_inputs: Callable = None  # (generator, device) -> list of CPU tensors
+    baseline: Callable = None  # (*inputs) -> output: trusted PyTorch
+    baseline_name: str = ""
+    reference_at: Callable = None  # (inputs, flat_idx) -> float64 values of the right output there
+    bytes_moved: Callable = None  # (inputs) -> minimum bytes the candidate must move
+    baseline_bytes: Callable = None  # (inputs) -> bytes the baseline moves (for bandwidth metrics)
+    metric: str = "speedup"  # "speedup": t_base / t_cand; "bandwidth": cand GB/s over base GB/s
+    bands: tuple = ()  # ((threshold, fraction), ...) best first
+    out_dtype: Callable = None
+
+    kind = "speed"
+    needs_gpu = True
+
+    def band(self, value: float) -> tuple[float, str]:
+        for threshold, frac in self.bands:
+            if value >= threshold:
+                return frac, f">= {threshold:g}"
+        return 0.0, f"< {self.bands[-1][0]:g}"
+
+
+SKETCH = 2048  # output elements sampled and re-checked after every timed run
+
+
+def seeded_generator(seed: int) -> torch.Generator:
+    g = torch.Generator()
+    g.manual_seed(seed)
+    return g

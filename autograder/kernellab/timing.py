@@ -1,0 +1,185 @@
+"""Timing on the learner's GPU.
+
+``bench`` is for exploring (sweeps, plots): triton.testing.do_bench, median, warm-up first so
+compilation and autotuning stay out. ``measure_speed`` is for grading: the same event timing,
+plus fresh inputs refilled before every timed run, the L2 flushed, baseline and candidate
+interleaved (A/B/B/A...), outputs re-checked after timing, and a synchronised wall-clock
+cross-check so that work hidden on a side stream cannot look fast.
+"""
+from __future__ import annotations
+
+import os
+import statistics
+import time
+
+import torch
+
+from .problems.base import SKETCH, SpeedProblem, seeded_generator
+from .watch import watched
+
+
+def bench(fn, warmup_ms: float = 25, rep_ms: float = 100) -> float:
+    """Median milliseconds of ``fn()`` on the GPU (compile/autotune excluded by a first call)."""
+    import triton.testing
+
+    fn()  # first call compiles; keep it out of the numbers
+    return float(triton.testing.do_bench(fn, warmup=warmup_ms, rep=rep_ms, return_mode="median"))
+
+
+_FLUSH = {}
+
+
+def _flush_l2():
+    buf = _FLUSH.get("buf")
+    if buf is None:
+        buf = _FLUSH["buf"] = torch.empty(64 * 1024 * 1024, dtype=torch.int32, device="cuda")  # 256 MB
+    buf.zero_()
+
+
+def _pool(problem: SpeedProblem, seed: int, device: str, sets: int = 2) -> list:
+    gen = seeded_generator(seed) if device == "cpu" else torch.Generator(device=device).manual_seed(seed)
+    return [problem.make_inputs(gen, device) for _ in range(sets)]
+
+
+def measure_speed(fn, problem: SpeedProblem, seed: int, rounds: int = 5, reps: int = 6,
+                  progress=None) -> dict:
+    """Run in the process that holds the learner's code. Returns plain data for ``judge_speed``."""
+    device = "cuda"
+    pool = _pool(problem, seed, device)
+    live = [t.clone() for t in pool[0]]
+    rand = int.from_bytes(os.urandom(8), "little")
+    pick = torch.Generator(device="cpu").manual_seed(rand)
+    result = {"cand_ms": [], "base_ms": [], "sketches": [], "error": None, "wall_ms": None}
+
+    def refill(i):
+        for dst, src in zip(live, pool[i]):
+            dst.copy_(src)
+
+    try:  # warm-up: compilation and autotuning happen here, untimed
+        for _ in range(3):
+            fn(*live)
+        torch.cuda.synchronize()
+        for _ in range(2):
+            problem.baseline(*live)
+        torch.cuda.synchronize()
+    except Exception as exc:  # noqa: BLE001
+        from .invoke import describe_exception
+        result["error"] = describe_exception(exc, f"`{problem.names[0]}` at the timed size")
+        return result
+
+    start = [torch.cuda.Event(enable_timing=True) for _ in range(rounds * reps)]
+    end = [torch.cuda.Event(enable_timing=True) for _ in range(rounds * reps)]
+    bstart = [torch.cuda.Event(enable_timing=True) for _ in range(rounds * reps)]
+    bend = [torch.cuda.Event(enable_timing=True) for _ in range(rounds * reps)]
+    watch_rep = [int(torch.randint(reps, (1,), generator=pick)) for _ in range(rounds)]
+    k = 0
+    for r in range(rounds):
+        order = ("cand", "base") if r % 2 == 0 else ("base", "cand")
+        for who in order:
+            for j in range(reps):
+                i = (k + j) % len(pool)
+                refill(i)
+                _flush_l2()
+                if who == "base":
+                    bstart[r * reps + j].record()
+                    problem.baseline(*live)
+                    bend[r * reps + j].record()
+                    continue
+                if j == watch_rep[r]:  # an untimed, watched run among the timed ones
+                    with watched() as st:
+                        out = fn(*live)
+                    torch.cuda.synchronize()
+                    if st.torch_ops or st.launches == 0:
+                        result["error"] = (f"`{problem.names[0]}` at the timed size "
+                                           + ("computed with PyTorch (" + ", ".join(sorted(set(st.torch_ops))[:3]) + ")"
+                                              if st.torch_ops else "launched no Triton kernel")
+                                           + ": the timed function must compute with Triton.")
+                        return result
+                    start[r * reps + j] = end[r * reps + j] = None
+                else:
+                    start[r * reps + j].record()
+                    out = fn(*live)
+                    end[r * reps + j].record()
+                torch.cuda.synchronize()
+                flat = out.reshape(-1)
+                idx = torch.randint(flat.numel(), (SKETCH,), generator=pick)
+                result["sketches"].append((i, idx, flat[idx.to(flat.device)].detach().cpu()))
+                del out, flat
+        k += reps
+        if progress is not None:
+            progress.update(1)
+    torch.cuda.synchronize()
+    result["cand_ms"] = [s.elapsed_time(e) for s, e in zip(start, end) if s is not None]
+    result["base_ms"] = [s.elapsed_time(e) for s, e in zip(bstart, bend)]
+    # Cross-check: back-to-back calls, one device synchronize, host clock. Work launched on
+    # another stream is not inside the events above but is inside this.
+    refill(0)
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(reps):
+        fn(*live)
+    torch.cuda.synchronize()
+    result["wall_ms"] = (time.perf_counter() - t0) * 1e3 / reps
+    return result
+
+
+def judge_speed(problem: SpeedProblem, seed: int, m: dict, copy_gbps: float | None):
+    """Trusted side: re-check sampled outputs, apply the roofline floor, pick the band."""
+    from .compare import REL_TOL
+    from .problems.base import Outcome
+
+    pid = problem.id
+    if m.get("error"):
+        return Outcome(pid, 0.0, m["error"], {})
+    device = "cuda"
+    pool = _pool(problem, seed, device)
+    for i, idx, vals in m["sketches"]:
+        ref = problem.reference_at(pool[i], idx.to(device)).double().cpu()
+        got = vals.double()
+        if not torch.isfinite(got).all():
+            return Outcome(pid, 0.0, "Outputs during the timed runs contained NaN or inf.", {})
+        err = ((got - ref).norm() / ref.norm().clamp_min(1e-30)).item()
+        if err > REL_TOL.get(vals.dtype, 1e-5):
+            return Outcome(pid, 0.0, (f"Outputs during the timed runs were wrong (relative error {err:.1e}): "
+                                      "a result cached from an earlier call, or a kernel that is wrong at this "
+                                      "size?"), {"sketch_error": err})
+    del pool
+    t_c = statistics.median(m["cand_ms"])
+    t_b = statistics.median(m["base_ms"])
+    details = {"cand_ms_median": t_c, "base_ms_median": t_b, "wall_ms": m["wall_ms"],
+               "cand_ms": m["cand_ms"], "base_ms": m["base_ms"]}
+    notes = []
+    if m["wall_ms"] is not None and m["wall_ms"] > 1.5 * t_c + 0.05:
+        notes.append(f"work escaped the timing events (synchronised time {m['wall_ms']:.3f} ms vs "
+                     f"{t_c:.3f} ms): side streams? The synchronised time counts.")
+        t_c = m["wall_ms"]
+        details["escaped_events"] = True
+    # Physical floor: nothing moves its minimum bytes faster than the device's copy bandwidth.
+    gen = torch.Generator(device=device).manual_seed(seed)
+    sample = problem.make_inputs(gen, device)
+    need = problem.bytes_moved(sample)
+    if copy_gbps:
+        floor_ms = need / (copy_gbps * 1e9 * 1.25) * 1e3
+        details["floor_ms"] = floor_ms
+        if t_c < floor_ms:
+            return Outcome(pid, 0.0, (f"Measured {t_c:.3f} ms, faster than this GPU can move the "
+                                      f"{need / 1e6:.0f} MB the problem needs (>= {floor_ms:.3f} ms). "
+                                      "The time is rejected and flagged for the instructor."),
+                           dict(details, flagged=True))
+    if problem.metric == "bandwidth":
+        cand_gbps = need / (t_c * 1e-3) / 1e9
+        base_gbps = problem.baseline_bytes(sample) / (t_b * 1e-3) / 1e9
+        value = cand_gbps / base_gbps
+        numbers = (f"{cand_gbps:.0f} GB/s vs {base_gbps:.0f} GB/s for {problem.baseline_name}: "
+                   f"{value:.2f} of it")
+        details.update(cand_gbps=cand_gbps, base_gbps=base_gbps)
+    else:
+        value = t_b / t_c
+        numbers = (f"{t_c:.3f} ms vs {t_b:.3f} ms for {problem.baseline_name}: {value:.2f}x")
+    del sample
+    frac, band = problem.band(value)
+    details.update(value=value, band=band)
+    msg = f"{numbers} (band {band}, {frac:.0%} of the points)."
+    if notes:
+        msg += " Note: " + " ".join(notes)
+    return Outcome(pid, frac, msg, details)

@@ -1,0 +1,125 @@
+"""Watch a call to a learner's function: which torch ops it runs, what it allocates, how many
+Triton kernels it launches.
+
+Allocation ops (empty, empty_like, zeros, ...) are served from guarded, NaN-filled buffers
+(see guarded.py) however the learner spells them. Compute ops are recorded: the graded
+function must compute with Triton. Work inside a Triton launch (the interpreter copies
+tensors around) and inside autotuning is not the learner's torch use and is not recorded.
+"""
+from __future__ import annotations
+
+import contextlib
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
+
+from .guarded import Guarded, poison_value
+
+aten = torch.ops.aten
+
+_ALLOC_EMPTY = {aten.empty, aten.empty_like, aten.empty_strided, aten.new_empty, aten.new_empty_strided}
+_ALLOC_ZERO = {aten.zeros, aten.zeros_like, aten.new_zeros}
+# Views, shape queries and layout changes: allowed in a graded function (GRADING.md policy).
+_ALLOWED = {
+    aten.view, aten._unsafe_view, aten.reshape, aten.as_strided, aten.t, aten.transpose, aten.permute,
+    aten.expand, aten.slice, aten.select, aten.unsqueeze, aten.squeeze, aten.flatten, aten.unflatten,
+    aten.detach, aten.alias, aten.clone, aten.contiguous, aten.zero_, aten.fill_, aten.lift_fresh,
+    aten.split, aten.chunk, aten.unbind, aten.view_as, aten.narrow, aten.movedim, aten.sym_size,
+    aten.sym_stride, aten.sym_numel, aten.is_contiguous, aten.stride, aten.size, aten.numel,
+    aten._local_scalar_dense, aten.is_same_size, aten.dim,
+}
+
+
+class WatchState:
+    def __init__(self):
+        self.launches = 0
+        self.torch_ops: list[str] = []
+        self.allocations: list[Guarded] = []
+        self.quiet = 0  # >0 while inside a Triton launch or autotuning
+
+    def owns(self, t: torch.Tensor) -> Guarded | None:
+        """The guarded allocation that ``t`` is a view of, if it was allocated during the call."""
+        ptr = t.untyped_storage().data_ptr()
+        for g in self.allocations:
+            if g.base.untyped_storage().data_ptr() == ptr:
+                return g
+        return None
+
+    def intact(self) -> list[Guarded]:
+        return [g for g in self.allocations if not g.guard_intact()]
+
+
+class _Watcher(TorchDispatchMode):
+    def __init__(self, state: WatchState):
+        super().__init__()
+        self.state = state
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if self.state.quiet:
+            return func(*args, **kwargs)
+        pkt = func.overloadpacket
+        if pkt in _ALLOC_EMPTY or pkt in _ALLOC_ZERO:
+            out = func(*args, **kwargs)  # a real tensor of the right metadata; we replace its storage
+            if not isinstance(out, torch.Tensor) or out.numel() == 0:
+                return out
+            g = Guarded(out.shape, out.dtype, out.device, strides=out.stride())
+            if pkt in _ALLOC_ZERO:
+                g.view.zero_()
+            self.state.allocations.append(g)
+            return g.view
+        if pkt not in _ALLOWED:
+            self.state.torch_ops.append(str(pkt).replace("aten.", "torch."))
+        return func(*args, **kwargs)
+
+
+def _quiet_wrapper(state: WatchState, original, count: bool):
+    def run(*args, **kwargs):
+        if count:  # counted even inside autotuning: its chosen config launches through here too
+            state.launches += 1
+        state.quiet += 1
+        try:
+            with _disable_current_modes():
+                return original(*args, **kwargs)
+        finally:
+            state.quiet -= 1
+    return run
+
+
+def _launch_targets():
+    """(class, attribute, counts-as-a-launch) for every way a Triton kernel gets run."""
+    targets = []
+    from triton.runtime import jit as _jit
+    targets.append((_jit.JITFunction, "run", True))
+    try:
+        from triton.runtime import interpreter as _interp
+        targets.append((_interp.InterpretedFunction, "run", True))
+    except Exception:  # pragma: no cover - very old triton
+        pass
+    from triton.runtime import autotuner as _at
+    targets.append((_at.Autotuner, "run", False))
+    if hasattr(_at, "Heuristics"):
+        targets.append((_at.Heuristics, "run", False))
+    return targets
+
+
+@contextlib.contextmanager
+def watched():
+    """Context for one checked call; yields the WatchState filled in during the call."""
+    state = WatchState()
+    saved = []
+    for cls, attr, count in _launch_targets():
+        original = cls.__dict__.get(attr)
+        if original is None:
+            continue
+        saved.append((cls, attr, original))
+        setattr(cls, attr, _quiet_wrapper(state, original, count))
+    try:
+        with _Watcher(state):
+            yield state
+    finally:
+        for cls, attr, original in saved:
+            setattr(cls, attr, original)
+
+
+__all__ = ["watched", "WatchState", "poison_value"]
