@@ -46,6 +46,12 @@ def check(problem, *objs):
 
 
 def _check_speed(problem: SpeedProblem, fn):
+    if problem.precheck is not None:
+        pre = problem.precheck
+        cases = pre.make_cases(seeded_generator(_fresh_seed()), DEVICE.on_gpu)
+        out = judge_correctness(pre, cases, run_correctness(fn, pre, cases, DEVICE.torch_device))
+        if not out.passed:
+            raise CheckFailed(f"{problem.title}: not timed, because the function is not correct yet. {out.message}")
     if not DEVICE.on_gpu:
         say(f"◌ {problem.title}: speed is only measured on a GPU. This machine runs Triton in its CPU "
             "interpreter, which shows whether a kernel is right but not how fast it would be; nothing is "

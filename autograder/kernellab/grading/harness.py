@@ -77,7 +77,8 @@ def _run_child(jobdir: pathlib.Path) -> tuple[str | None, dict]:
     if why is None and not (jobdir / "result.pt").exists():
         code = proc.returncode
         how = f"signal {-code}" if code is not None and code < 0 else f"exit code {code}"
-        why = (f"The process running your code died ({how}) while {phase if phase != 'run' else 'running'} "
+        doing = {"compile": "compiling", "run": "running"}.get(phase, "loading")
+        why = (f"The process running your code died ({how}) while {doing} "
                "it: os._exit, a crash inside a kernel or a fatal CUDA error (such as an illegal memory "
                "access from an unmasked load or store). Only this problem is affected.")
     return why, info

@@ -106,3 +106,4 @@ def configure(c, root) -> None:
     c.GradeOfRecord.course_root = str(root / "autograder")
     c.GradeOfRecord.logs_dir = str(root / "autograder" / "grading_logs")
     c.GenerateAssignment.create_assignment = True
+    c.Autograde.create_student = True

@@ -136,7 +136,7 @@ ADD_BANDWIDTH = SpeedProblem(
     bytes_moved=lambda inp: 3 * inp[0].numel() * inp[0].element_size(),
     baseline_bytes=lambda inp: 2 * ((3 * inp[0].numel()) // 2) * inp[0].element_size(),
     metric="bandwidth", bands=((0.85, 1.0), (0.70, 0.6), (0.50, 0.3)),
-    out_dtype=lambda inp: inp[0].dtype)
+    out_dtype=lambda inp: inp[0].dtype, precheck=ADD)
 
 FUSED_SPEED = SpeedProblem(
     "fused_speed", 2, ("silu_gate",), "silu_gate: fused vs eager", signature="silu_gate(x, y)",
@@ -145,7 +145,7 @@ FUSED_SPEED = SpeedProblem(
     reference_at=lambda inp, idx: silu_gate_reference(inp[0][idx], inp[1][idx]),
     bytes_moved=lambda inp: 3 * inp[0].numel() * inp[0].element_size(),
     metric="speedup", bands=((2.5, 1.0), (1.8, 0.6), (1.2, 0.3)),
-    out_dtype=lambda inp: inp[0].dtype)
+    out_dtype=lambda inp: inp[0].dtype, precheck=FUSED)
 
 PROBLEMS = [ANSWERS_ADD, ANSWERS_MM, ADD, ADD_BANDWIDTH, FUSED, FUSED_SPEED]
 

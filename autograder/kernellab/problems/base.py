@@ -151,14 +151,21 @@ def judge_correctness(problem: CorrectnessProblem, cases: list, results: list) -
         return Outcome(problem.id, 0.0, "The code produced no results (did the process die?).", details)
     if len(results) == 1 and results[0].label == "signature" and results[0].error:
         return Outcome(problem.id, 0.0, results[0].error, details)
-    worst = 0.0
+    worst, wrong = 0.0, []
     for case, res in zip(list(cases) + cases[:1], results):
         if res.error:
             return Outcome(problem.id, 0.0, res.error, details)
         v = compare(res.output, problem.reference(case), what=f"output ({case.label})")
         worst = max(worst, v.rel_error or 0.0)
         if not v.ok:
-            return Outcome(problem.id, 0.0, f"Wrong result for {case.label}. {v.message}", details)
+            wrong.append((case.label, v.message))
+    if wrong:
+        # Small cases fail as a whole; a larger one can say *where* it goes wrong (the tail?).
+        label, msg = next((w for w in wrong if "from index" in w[1]), wrong[0])
+        others = [w[0] for w in wrong if w[0] != label][:3]
+        also = f" Also wrong: {'; '.join(others)}." if others else ""
+        details["wrong_cases"] = [w[0] for w in wrong]
+        return Outcome(problem.id, 0.0, f"Wrong result for {label}. {msg}{also}", details)
     if len(results) < len(cases) + 1:
         return Outcome(problem.id, 0.0, f"Only {len(results)} of {len(cases) + 1} calls finished.", details)
     first, again = results[0].output, results[-1].output
@@ -224,6 +231,7 @@ class SpeedProblem(Problem):
     metric: str = "speedup"  # "speedup": t_base / t_cand; "bandwidth": cand GB/s over base GB/s
     bands: tuple = ()  # ((threshold, fraction), ...) best first
     out_dtype: Callable = None
+    precheck: "CorrectnessProblem" = None  # the learner's check runs this first: speed of a wrong kernel is moot
 
     kind = "speed"
     needs_gpu = True

@@ -1,0 +1,167 @@
+"""The course's GPU benchmark: solution kernels against their baselines, in one process.
+
+``kernellab bench --out assets/bench`` writes lesson01.md (a table, with the GPU's name,
+versions and date), lesson01.json (every number) and charts. Each comparison interleaves the
+contenders round by round (A, B, A, B, ...) and reports the median of the round medians.
+"""
+from __future__ import annotations
+
+import datetime
+import json
+import pathlib
+import statistics
+import sys
+
+import torch
+
+from .build import repo_root
+from .device import DEVICE, fingerprint
+
+
+def load_solution(lesson: str, names: tuple) -> dict:
+    """Execute the solution cells that define ``names`` (from solutions/, markers and all)."""
+    from .grading.notebook_code import read_notebook, sources_for
+    nb = read_notebook(repo_root() / "solutions" / lesson / f"{lesson}.ipynb")
+    sources, missing = sources_for(nb, names)
+    if missing:
+        raise RuntimeError(missing)
+    ns = {}
+    exec("import torch\nimport triton\nimport triton.language as tl\n", ns)
+    for s in sources:
+        exec(compile(s, f"<{lesson} solution>", "exec"), ns)
+    return ns
+
+
+def interleaved(fns: dict, rounds: int) -> dict:
+    """name -> median ms over ``rounds`` rounds, contenders alternating within each round."""
+    from .timing import bench
+    times = {k: [] for k in fns}
+    keys = list(fns)
+    for r in range(rounds):
+        for k in (keys if r % 2 == 0 else keys[::-1]):
+            times[k].append(bench(fns[k], warmup_ms=10, rep_ms=60))
+    return {k: statistics.median(v) for k, v in times.items()} | {f"{k}_all": v for k, v in times.items()}
+
+
+def _header() -> list[str]:
+    import triton
+    now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    return [f"- GPU: **{DEVICE.name}** ({DEVICE.cc}, {DEVICE.sms} SMs), driver {DEVICE.driver}",
+            f"- torch {torch.__version__}, triton {triton.__version__}, Python {sys.version.split()[0]}",
+            f"- date: {now}", f"- fingerprint: `{fingerprint()}`"]
+
+
+def bench_lesson01(quick: bool = False) -> dict:
+    from tqdm.auto import tqdm
+
+    from .ceilings import measure_ceilings
+    from .lessons.lesson01 import silu_gate_eager
+    ns = load_solution("01_roofline_vector_add", ("add", "silu_gate"))
+    add, silu_gate = ns["add"], ns["silu_gate"]
+    ceil = measure_ceilings(refresh=True, quiet=True)
+    rounds = 3 if quick else 7
+    out = {"ceilings": {"copy_gbps": ceil.copy_gbps, "fp16_tflops": ceil.fp16_tflops}, "add": [], "silu_gate": [],
+           "sweep": []}
+    for k in tqdm([24, 25, 26, 27, 28], desc="add fp32", file=sys.stdout):
+        n = 1 << k
+        x, y = torch.randn(n, device="cuda"), torch.randn(n, device="cuda")
+        m = (3 * n) // 2
+        src, dst = torch.randn(m, device="cuda"), torch.empty(m, device="cuda")
+        assert torch.equal(add(x, y), x + y)
+        t = interleaved({"solution": lambda: add(x, y), "torch": lambda: torch.add(x, y),
+                         "copy": lambda: dst.copy_(src)}, rounds)
+        gb = 3 * n * 4 / 1e9
+        row = {"n": n, **{f"{k}_ms": t[k] for k in ("solution", "torch", "copy")},
+               "solution_gbps": gb / (t["solution"] * 1e-3), "torch_gbps": gb / (t["torch"] * 1e-3),
+               "copy_gbps": 2 * m * 4 / 1e9 / (t["copy"] * 1e-3)}
+        row["vs_torch"] = row["solution_gbps"] / row["torch_gbps"]
+        row["vs_copy"] = row["solution_gbps"] / row["copy_gbps"]
+        out["add"].append(row)
+        del x, y, src, dst
+    for k in tqdm([24, 26, 27], desc="silu_gate fp16", file=sys.stdout):
+        n = 1 << k
+        x = torch.randn(n, device="cuda", dtype=torch.float16)
+        y = torch.randn(n, device="cuda", dtype=torch.float16)
+        err = ((silu_gate(x, y).double() - silu_gate_eager(x.double(), y.double())).norm()
+               / silu_gate_eager(x.double(), y.double()).norm()).item()
+        fns = {"solution": lambda: silu_gate(x, y), "eager": lambda: silu_gate_eager(x, y)}
+        try:
+            compiled = torch.compile(silu_gate_eager)
+            compiled(x, y)
+            fns["torch.compile"] = lambda: compiled(x, y)
+        except Exception as exc:  # noqa: BLE001 - compile is a comparison, not a requirement
+            print(f"torch.compile unavailable: {type(exc).__name__}: {exc}")
+        t = interleaved(fns, rounds)
+        row = {"n": n, "rel_error": err, **{f"{k}_ms": t[k] for k in fns},
+               "speedup_vs_eager": t["eager"] / t["solution"],
+               "solution_gbps": 3 * n * 2 / 1e9 / (t["solution"] * 1e-3)}
+        if "torch.compile" in t:
+            row["speedup_vs_compile"] = t["torch.compile"] / t["solution"]
+        out["silu_gate"].append(row)
+        del x, y
+    for k in tqdm(range(10, 29, 1 if not quick else 3), desc="sweep", file=sys.stdout):
+        n = 1 << k
+        x, y = torch.randn(n, device="cuda"), torch.randn(n, device="cuda")
+        t = interleaved({"solution": lambda: add(x, y), "torch": lambda: torch.add(x, y)}, 3)
+        out["sweep"].append({"n": n, "solution_gbps": 12 * n / 1e9 / (t["solution"] * 1e-3),
+                             "torch_gbps": 12 * n / 1e9 / (t["torch"] * 1e-3)})
+        del x, y
+    return out
+
+
+def _write_lesson01(res: dict, out: pathlib.Path) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from .roofline import plot_roofline
+    c = res["ceilings"]
+    lines = ["# Lesson 01 benchmark: vector add and the fused silu_gate", ""] + _header() + [
+        f"- measured ceilings: copy {c['copy_gbps']:,.0f} GB/s (read + write), fp16 matmul "
+        f"{c['fp16_tflops']:,.0f} TFLOP/s (torch, 8192^3)", "",
+        "Medians of interleaved rounds (`triton.testing.do_bench`, median mode, L2 flushed).", "",
+        "## add, fp32 (target: >= 0.97 x torch add at 2^24-2^28, >= 0.97 x copy at 2^28)", "",
+        "| n | solution GB/s | torch add GB/s | copy GB/s | vs torch | vs copy |", "|---|---|---|---|---|---|"]
+    for r in res["add"]:
+        lines.append(f"| 2^{r['n'].bit_length() - 1} | {r['solution_gbps']:,.0f} | {r['torch_gbps']:,.0f} | "
+                     f"{r['copy_gbps']:,.0f} | {r['vs_torch']:.3f} | {r['vs_copy']:.3f} |")
+    lines += ["", "## silu_gate, fp16: one fused kernel vs the eager four-kernel chain", "",
+              "| n | solution ms | eager ms | torch.compile ms | vs eager | vs compile | solution GB/s |",
+              "|---|---|---|---|---|---|---|"]
+    for r in res["silu_gate"]:
+        lines.append(f"| 2^{r['n'].bit_length() - 1} | {r['solution_ms']:.3f} | {r['eager_ms']:.3f} | "
+                     f"{r.get('torch.compile_ms', float('nan')):.3f} | {r['speedup_vs_eager']:.2f}x | "
+                     f"{r.get('speedup_vs_compile', float('nan')):.2f}x | {r['solution_gbps']:,.0f} |")
+    (out / "lesson01.md").write_text("\n".join(lines) + "\n")
+    (out / "lesson01.json").write_text(json.dumps(res, indent=1))
+    fig, ax = plt.subplots(figsize=(7, 3.8))
+    ns = [r["n"] for r in res["sweep"]]
+    ax.semilogx(ns, [r["solution_gbps"] for r in res["sweep"]], "o-", base=2, label="solution add")
+    ax.semilogx(ns, [r["torch_gbps"] for r in res["sweep"]], "s--", base=2, label="torch.add")
+    ax.axhline(c["copy_gbps"], color="grey", ls=":", label=f"copy {c['copy_gbps']:,.0f} GB/s")
+    ax.set_xlabel("elements (fp32)")
+    ax.set_ylabel("GB/s")
+    ax.set_title(f"Vector add on {DEVICE.name}: launch-bound, then bandwidth-bound", fontsize=10)
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(out / "lesson01_bandwidth.png", dpi=110)
+    big = res["add"][-1]
+    sg = res["silu_gate"][-1]
+    pts = [{"label": "add fp32", "flops": big["n"], "bytes": 12 * big["n"], "ms": big["solution_ms"]},
+           {"label": "silu_gate fp16", "flops": 6 * sg["n"], "bytes": 6 * sg["n"], "ms": sg["solution_ms"]}]
+    ax = plot_roofline(pts, title=f"Roofline of {DEVICE.name} with the lesson 01 solutions")
+    ax.figure.tight_layout()
+    ax.figure.savefig(out / "roofline.png", dpi=110)
+
+
+def run_bench(out_dir: str, quick: bool = False) -> None:
+    if not DEVICE.on_gpu:
+        print("kernellab bench needs a CUDA GPU; this machine has none.")
+        return
+    out = pathlib.Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    print(fingerprint())
+    res = bench_lesson01(quick)
+    _write_lesson01(res, out)
+    print((out / "lesson01.md").read_text())

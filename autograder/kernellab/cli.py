@@ -1,0 +1,40 @@
+"""``kernellab`` command line: build the student notebooks, run the GPU benchmark."""
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="kernellab", description=__doc__)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    b = sub.add_parser("build", help="regenerate notebooks/ from solutions/ (nbgrader generate_assignment)")
+    b.add_argument("lessons", nargs="*", help="lesson ids (default: all)")
+    be = sub.add_parser("bench", help="time the solution kernels against their baselines (GPU)")
+    be.add_argument("--out", default="assets/bench", help="folder for the report and charts")
+    be.add_argument("--quick", action="store_true", help="fewer sizes and repeats")
+    g = sub.add_parser("gpu-report", help="bench + execute and autograde every lesson on this GPU")
+    g.add_argument("--out", default="assets/gpu", help="folder for the reports")
+    g.add_argument("--students", default="", help="comma-separated submissions to grade (default: all)")
+    g.add_argument("--no-bench", action="store_true", help="skip the benchmark")
+    g.add_argument("--no-execute", action="store_true", help="skip executing the solution notebooks")
+    sub.add_parser("fingerprint", help="print this machine's one-line device fingerprint")
+    args = ap.parse_args(argv)
+    if args.cmd == "build":
+        from .build import build
+        build(args.lessons or None)
+    elif args.cmd == "bench":
+        from .bench import run_bench
+        run_bench(args.out, quick=args.quick)
+    elif args.cmd == "gpu-report":
+        from .gpu_report import main as gpu_main
+        gpu_main(args.out, [s for s in args.students.split(",") if s] or None, bench=not args.no_bench,
+                 execute=not args.no_execute)
+    elif args.cmd == "fingerprint":
+        from .device import fingerprint
+        print(fingerprint())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

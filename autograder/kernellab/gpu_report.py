@@ -1,0 +1,137 @@
+"""Everything the course shows about itself on a GPU, in one command:
+
+    kernellab gpu-report --out DIR
+
+1. the benchmark (bench.py) into DIR/bench;
+2. every solution notebook executed top to bottom (wall time; target <= 3 min on an H100);
+3. an nbgrader round trip per lesson (generate, autograde, feedback, export) with the solution and
+   a few known-wrong submissions, with the autograde wall time (target <= 5 min per submission).
+Results go to DIR/gpu_report.md and DIR/gpu_report.json.
+"""
+from __future__ import annotations
+
+import json
+import pathlib
+import sys
+import time
+
+from .bench import _header, run_bench
+from .build import repo_root
+from .lessons import LESSONS
+
+
+def execute_notebook(path: pathlib.Path) -> dict:
+    import nbformat
+    from nbclient import NotebookClient
+    nb = nbformat.read(str(path), as_version=4)
+    t0 = time.monotonic()
+    NotebookClient(nb, timeout=900, kernel_name="python3", allow_errors=True,
+                   resources={"metadata": {"path": str(path.parent)}}).execute()
+    wall = time.monotonic() - t0
+    errors, outputs = [], []
+    for c in nb.cells:
+        gid = ((c.get("metadata") or {}).get("nbgrader") or {}).get("grade_id")
+        for o in c.get("outputs", []):
+            if o.output_type == "error":
+                errors.append(f"{gid}: {o.ename}: {o.evalue[:300]}")
+            elif o.output_type == "stream" and gid:
+                outputs.append(f"{gid}: {o.text.strip()[:400]}")
+    return {"wall_s": wall, "errors": errors, "outputs": outputs}
+
+
+def wrong_submissions(lesson: str, course) -> dict:
+    """Known-wrong variants of the solution that must lose exactly their problem."""
+    from .grading import submissions as S
+    src = course.source_nb(lesson)
+    text = {((c.metadata.get("nbgrader") or {}).get("grade_id")): S.solution_text(c.source) for c in src.cells}
+    if lesson == "01_roofline_vector_add":
+        return {
+            "nomask": {"add_code": text["add_code"].replace(", mask=mask", "")},
+            "torch_add": {"add_code": "def add(x, y):\n    return x + y\n"},
+            "exit_in_fused": {"silu_gate_code": text["silu_gate_code"].replace(
+                "    out = torch.empty_like(x)\n    n = x.numel()\n    BLOCK = 4096\n    silu_gate_kernel",
+                "    import os\n    os._exit(3)\n    BLOCK = 4096\n    silu_gate_kernel")},
+            "illegal_address": {"add_code": text["add_code"].replace(
+                "tl.store(out_ptr + offsets, x + y, mask=mask)",
+                "tl.store(out_ptr + offsets * 1000003, x + y)")},
+            "slow_add": {"add_code": text["add_code"].replace("BLOCK = 4096", "BLOCK = 32").replace(
+                "num_warps=8", "num_warps=1")},
+        }
+    return {}
+
+
+def grade_round_trip(lesson: str, students=None) -> dict:
+    from .grading import submissions as S
+    from .grading.dryrun import Course
+    course = Course()
+    course.generate(lesson)
+    rel, src = course.release_nb(lesson), course.source_nb(lesson)
+    subs = {"solution": S.filled(rel, src), "blank": rel}
+    for name, over in wrong_submissions(lesson, course).items():
+        subs[name] = S.filled(rel, src, over)
+    if students:
+        subs = {k: v for k, v in subs.items() if k in students}
+    report = {}
+    for student, nb in subs.items():
+        course.submit(lesson, student, nb)
+        wall = course.autograde(lesson, student)
+        scores = course.cell_scores(lesson, student)
+        why = {}
+        for gid in scores:
+            try:
+                why[gid] = course.result(lesson, student, gid)["why"]
+            except OSError:
+                pass
+        report[student] = {"autograde_wall_s": wall, "scores": scores, "why": why}
+        print(f"{lesson} {student}: {sum(v or 0 for v in scores.values()):g} points in {wall:.0f} s", flush=True)
+    course.feedback(lesson)
+    report["_grades_csv"] = course.export()
+    return report
+
+
+def main(out_dir: str, students=None, bench: bool = True, execute: bool = True) -> None:
+    out = pathlib.Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    if bench:
+        run_bench(str(out / "bench"))
+    res = {"notebooks": {}, "grading": {}}
+    for lesson in LESSONS:
+        path = repo_root() / "solutions" / lesson / f"{lesson}.ipynb"
+        res["notebooks"][lesson] = execute_notebook(path) if execute else {"wall_s": float("nan"), "errors": [],
+                                                                            "outputs": []}
+        print(f"executed {lesson}: {res['notebooks'][lesson]['wall_s']:.0f} s, "
+              f"errors: {res['notebooks'][lesson]['errors']}", flush=True)
+        res["grading"][lesson] = grade_round_trip(lesson, students)
+    (out / "gpu_report.json").write_text(json.dumps(res, indent=1, default=str))
+    lines = ["# KernelLab on a GPU: notebooks executed and graded", ""] + _header() + [""]
+    for lesson in LESSONS:
+        nbres = res["notebooks"][lesson]
+        ref = "solution" if "solution" in res["grading"][lesson] else next(iter(res["grading"][lesson]))
+        lines += [f"## {lesson}", "",
+                  f"Solution notebook executed top to bottom: **{nbres['wall_s']:.0f} s** "
+                  f"({len(nbres['errors'])} cells with errors).", "", "Check cells said:", ""]
+        lines += [f"- {o}" for o in nbres["outputs"]] + ["", "| submission | autograde wall s | " + " | ".join(
+            sorted(res["grading"][lesson][ref]["scores"])) + " |",
+            "|---" * (2 + len(res["grading"][lesson][ref]["scores"])) + "|"]
+        for student, r in res["grading"][lesson].items():
+            if student.startswith("_"):
+                continue
+            cells = " | ".join(f"{r['scores'][g]:g}" for g in sorted(r["scores"]))
+            lines.append(f"| {student} | {r['autograde_wall_s']:.0f} | {cells} |")
+        lines += ["", f"Why (grade of record, {ref}):", ""]
+        lines += [f"- {g}: {w}" for g, w in sorted(res["grading"][lesson][ref]["why"].items())]
+        lines += ["", "Why (wrong submissions, the problem each attacks):", ""]
+        for student, r in res["grading"][lesson].items():
+            if student in ("solution", "blank") or student.startswith("_"):
+                continue
+            lost = [f"{g}: {r['why'].get(g, '')}" for g in sorted(r["scores"])
+                    if (r["scores"][g] or 0) < (res["grading"][lesson][ref]["scores"][g] or 0)]
+            lines.append(f"- **{student}** lost: " + ("; ".join(lost) if lost else "nothing"))
+        lines.append("")
+    (out / "gpu_report.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1] if len(sys.argv) > 1 else "assets/gpu")
+

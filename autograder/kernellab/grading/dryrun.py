@@ -1,0 +1,81 @@
+"""A whole instructor round trip in a throw-away course folder: generate, submit, autograde,
+feedback, export. Used by the tests (CPU) and by the GPU run that times grading."""
+from __future__ import annotations
+
+import csv
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+from ..build import repo_root, tool_env
+from . import submissions as S
+
+
+class Course:
+    def __init__(self, root: pathlib.Path | None = None):
+        src = repo_root()
+        self.root = pathlib.Path(root or tempfile.mkdtemp(prefix="kl-course-"))
+        shutil.copytree(src / "solutions", self.root / "solutions", dirs_exist_ok=True)
+        (self.root / "autograder").mkdir(exist_ok=True)
+        shutil.copy(src / "autograder" / "nbgrader_config.py", self.root / "autograder" / "nbgrader_config.py")
+        self.ag = self.root / "autograder"
+
+    def nbgrader(self, *args, check=True, timeout=3600) -> subprocess.CompletedProcess:
+        env = tool_env()
+        # The course copy has no package of its own: import kernellab from this checkout.
+        env["PYTHONPATH"] = str(repo_root() / "autograder") + os.pathsep + env.get("PYTHONPATH", "")
+        r = subprocess.run([sys.executable, "-m", "nbgrader", *args, "--log-level=WARN"], cwd=self.ag,
+                           capture_output=True, text=True, env=env, timeout=timeout)
+        if check and r.returncode != 0:
+            raise RuntimeError(f"nbgrader {' '.join(args)} failed ({r.returncode}):\n{r.stdout[-3000:]}\n"
+                               f"{r.stderr[-3000:]}")
+        return r
+
+    def generate(self, lesson: str) -> None:
+        self.nbgrader("generate_assignment", lesson, "--force")
+
+    def release_nb(self, lesson: str):
+        return S.read(self.root / "notebooks" / lesson / f"{lesson}.ipynb")
+
+    def source_nb(self, lesson: str):
+        return S.read(self.root / "solutions" / lesson / f"{lesson}.ipynb")
+
+    def submit(self, lesson: str, student: str, nb) -> pathlib.Path:
+        d = self.ag / "submitted" / student / lesson
+        d.mkdir(parents=True, exist_ok=True)
+        p = d / f"{lesson}.ipynb"
+        S.write(nb, p)
+        return p
+
+    def autograde(self, lesson: str, student: str | None = None) -> float:
+        t0 = time.monotonic()
+        args = ["autograde", lesson, "--force"] + ([f"--student={student}"] if student else [])
+        self.nbgrader(*args)
+        return time.monotonic() - t0
+
+    def feedback(self, lesson: str) -> None:
+        self.nbgrader("generate_feedback", lesson, "--force")
+
+    def export(self) -> dict:
+        """{student: {assignment: score}} from grades.csv written by ``nbgrader export``."""
+        self.nbgrader("export")
+        rows = list(csv.DictReader(open(self.ag / "grades.csv")))
+        out = {}
+        for r in rows:
+            out.setdefault(r["student_id"], {})[r["assignment"]] = float(r["score"])
+        return out
+
+    def cell_scores(self, lesson: str, student: str) -> dict:
+        """grade_id -> auto score, read from the gradebook."""
+        from nbgrader.api import Gradebook
+        with Gradebook(f"sqlite:///{self.ag / 'gradebook.db'}", "kernellab") as gb:
+            sub = gb.find_submission_notebook(lesson, lesson, student)
+            return {g.name: g.auto_score for g in sub.grades}
+
+    def result(self, lesson: str, student: str, problem: str) -> dict:
+        import json
+        return json.loads((self.ag / "grading_logs" / student / lesson / problem / "result.json").read_text())

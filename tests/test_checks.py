@@ -1,0 +1,144 @@
+"""Learner checks: they pass honest kernels and name the bug in broken ones, in one paragraph."""
+import pytest
+import torch
+import triton
+
+import kernels as K
+from kernellab.lessons import lesson01 as L
+from kernellab.report import CheckFailed
+
+
+def failure(fn, check=L.check_add):
+    with pytest.raises(CheckFailed) as e:
+        check(fn)
+    return str(e.value)
+
+
+@pytest.mark.parametrize("block,warps", [(128, 1), (1024, 4), (4096, 8), (16384, 8)])
+def test_honest_block_sizes_pass(block, warps, capsys):
+    assert L.check_add(K.launcher(K.add_masked, block, warps=warps)) is None
+    assert "✓" in capsys.readouterr().out
+
+
+def test_unmasked_tail_writes_past_the_end():
+    msg = failure(K.launcher(K.add_unmasked))
+    assert "wrote past the end" in msg and "mask" in msg
+
+
+def test_masked_store_with_unmasked_loads_is_still_correct():
+    # Reads past the end land in the guard region, the store is masked: output right, no stray writes.
+    assert L.check_add(K.launcher(K.add_store_mask_only)) is None
+
+
+def test_grid_too_small_names_the_tail():
+    msg = failure(K.launcher(K.add_masked, 1024, grid=lambda n, b: (max(n // b, 1),)))
+    assert "never written" in msg and "from index" in msg
+    assert "cdiv" in msg
+
+
+def test_unwritten_output():
+    msg = failure(K.launcher(K.add_no_store))
+    assert "never written" in msg
+
+
+def test_nan_output():
+    msg = failure(K.launcher(K.add_nan))
+    assert "NaN" in msg
+
+
+def test_wrong_only_in_last_block_hints_the_mask():
+    msg = failure(K.launcher(K.add_tail_wrong, 1024))
+    assert "on (of" in msg and "masked" in msg
+
+
+def test_wrong_arithmetic():
+    msg = failure(K.launcher(K.sub_kernel))
+    assert "wrong" in msg and "expected" in msg
+
+
+def test_torch_op_instead_of_kernel():
+    msg = failure(lambda x, y: x + y)
+    assert "PyTorch" in msg and "torch.add" in msg
+
+
+def test_no_triton_launch():
+    msg = failure(lambda x, y: torch.empty_like(x))
+    assert "launched no Triton kernel" in msg
+
+
+def test_wrong_signature():
+    msg = failure(lambda x: x)
+    assert "2 positional arguments" in msg and "add(x, y)" in msg
+
+
+def test_not_a_function_and_missing():
+    assert "not a function" in failure(42)
+    assert "no function" in failure(None)
+
+
+def test_stub_not_implemented():
+    def add(x, y):
+        raise NotImplementedError("write your code here")
+    assert "not written yet" in failure(add)
+
+
+def test_exception_inside_kernel_is_one_paragraph():
+    msg = failure(K.launcher(K.not_compiling))
+    assert "Traceback" not in msg and "undefined_name" in msg
+
+
+def test_wrong_dtype_and_shape():
+    def to_fp32(x, y):
+        out = torch.empty(x.shape, dtype=torch.float64)
+        K.add_masked[(triton.cdiv(x.numel(), 1024),)](x, y, out, x.numel(), BLOCK=1024)
+        return out
+    assert "expected torch.float" in failure(to_fp32)
+
+    def too_long(x, y):
+        out = torch.empty(x.numel() + 1, dtype=x.dtype)
+        K.add_masked[(triton.cdiv(x.numel(), 1024),)](x, y, out, x.numel(), BLOCK=1024)
+        return out
+    assert "shape" in failure(too_long)
+
+
+def test_returning_an_input_and_writing_into_inputs():
+    def into_x(x, y):
+        K.add_masked[(triton.cdiv(x.numel(), 1024),)](x, y, x, x.numel(), BLOCK=1024)
+        return x
+    assert "returned one of its inputs" in failure(into_x)
+
+    def clobber(x, y):
+        out = torch.empty_like(x)
+        K.add_masked[(triton.cdiv(x.numel(), 1024),)](x, y, out, x.numel(), BLOCK=1024)
+        K.add_masked[(triton.cdiv(x.numel(), 1024),)](x, y, y, x.numel(), BLOCK=1024)
+        return out
+    assert "changed its input 1" in failure(clobber)
+
+
+def test_cached_buffer_is_refused():
+    kept = {}
+    honest = K.launcher(K.add_masked)
+
+    def cached(x, y):  # launches every time, but hands back the first result for a shape
+        out = honest(x, y)
+        return kept.setdefault((x.numel(), x.dtype), out)
+    assert "not allocated during the call" in failure(cached)
+
+
+def test_fused_checks_and_speed_cells_without_gpu(capsys):
+    ns = __import__("kernellab.bench", fromlist=["load_solution"]).load_solution(
+        "01_roofline_vector_add", ("add", "silu_gate"))
+    assert L.check_silu_gate(ns["silu_gate"]) is None
+    assert L.check_silu_gate_speed(ns["silu_gate"]) is None  # CPU: explains, awards nothing
+    assert "only measured on a GPU" in capsys.readouterr().out
+    assert "not timed" in failure(K.launcher(K.sub_kernel), L.check_add_bandwidth)
+
+
+def test_answers_partial_and_wrong():
+    assert L.check_answers_add(3 * 2 * 2**24, 2**24, 1 / 6, "memory") is None
+    partial = L.check_answers_add(3 * 2 * 2**24, 2**24, 1 / 6, "compute")
+    assert float(partial) == pytest.approx(1.5)
+    with pytest.raises(CheckFailed):
+        L.check_answers_matmul(None, None, None, None)
+    with pytest.raises(CheckFailed):
+        L.check_answers_matmul(float("nan"), True, "1365", 7)
