@@ -20,15 +20,14 @@ from .device import DEVICE, fingerprint
 
 def load_solution(lesson: str, names: tuple) -> dict:
     """Execute the solution cells that define ``names`` (from solutions/, markers and all)."""
-    from .grading.notebook_code import read_notebook, sources_for
+    from .grading.notebook_code import exec_cells, read_notebook, sources_for
     nb = read_notebook(repo_root() / "solutions" / lesson / f"{lesson}.ipynb")
     sources, missing = sources_for(nb, names)
     if missing:
         raise RuntimeError(missing)
     ns = {}
     exec("import torch\nimport triton\nimport triton.language as tl\n", ns)
-    for s in sources:
-        exec(compile(s, f"<{lesson} solution>", "exec"), ns)
+    exec_cells(sources, ns, tag=f"{lesson}-solution")
     return ns
 
 

@@ -48,9 +48,10 @@ def main(jobdir: str) -> int:
     exec("import math\nimport torch\nimport triton\nimport triton.language as tl\nimport kernellab as kl\n"
          "def get_ipython():\n    class _S:\n        def __getattr__(self, n):\n"
          "            return lambda *a, **k: None\n    return _S()\n", ns)
+    from kernellab.grading.notebook_code import exec_cells
     for k, src in enumerate(job["sources"]):
         try:
-            exec(compile(src, f"<your cell {k + 1}>", "exec"), ns)
+            exec_cells([src], ns, tag=f"your-cell-{k + 1}")
         except SystemExit:
             return finish(error="A cell of yours called exit() while loading.")
         except Exception as exc:  # noqa: BLE001

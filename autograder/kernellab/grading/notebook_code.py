@@ -86,5 +86,15 @@ def sources_for(nb, names: tuple) -> tuple[list[str], str | None]:
     return list(reversed(chosen)), None
 
 
+def exec_cells(sources: list, ns: dict, tag: str = "cell") -> None:
+    """Execute cell sources in ``ns`` the way IPython does: each registered in linecache first,
+    because Triton's @jit reads a kernel's source text (it refuses functions without one)."""
+    import linecache
+    for k, src in enumerate(sources):
+        name = f"<kernellab-{tag}-{k + 1}>"
+        linecache.cache[name] = (len(src), None, src.splitlines(keepends=True), name)
+        exec(compile(src, name, "exec"), ns)
+
+
 def read_notebook(path) -> nbformat.NotebookNode:
     return nbformat.read(str(path), as_version=4)
