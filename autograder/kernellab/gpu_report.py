@@ -76,15 +76,21 @@ def grade_round_trip(lesson: str, students=None) -> dict:
         course.submit(lesson, student, nb)
         wall = course.autograde(lesson, student)
         scores = course.cell_scores(lesson, student)
-        why = {}
+        why, details = {}, {}
         for gid in scores:
             try:
-                why[gid] = course.result(lesson, student, gid)["why"]
+                rec = course.result(lesson, student, gid)
             except OSError:
-                pass
-        report[student] = {"autograde_wall_s": wall, "scores": scores, "why": why}
+                continue
+            why[gid] = rec["why"]
+            details[gid] = {k: v for k, v in rec.get("details", {}).items() if k not in ("cand_ms", "base_ms")}
+        report[student] = {"autograde_wall_s": wall, "scores": scores, "why": why, "details": details}
         print(f"{lesson} {student}: {sum(v or 0 for v in scores.values()):g} points in {wall:.0f} s", flush=True)
-    course.feedback(lesson)
+    try:
+        course.feedback(lesson)
+        report["_feedback"] = "ok"
+    except RuntimeError as exc:
+        report["_feedback"] = f"failed: {exc}"[:2000]
     report["_grades_csv"] = course.export()
     return report
 
