@@ -56,7 +56,7 @@ def main(jobdir: str) -> int:
             return finish(error="A cell of yours called exit() while loading.")
         except Exception as exc:  # noqa: BLE001
             from kernellab.invoke import describe_exception
-            return finish(error=describe_exception(exc, "Loading your exercise cell"))
+            return finish(error=describe_exception(exc, "Your exercise cell"))
 
     if problem.kind == "answers":
         vals = {}

@@ -93,9 +93,12 @@ def configure(c, root) -> None:
     c.CourseDirectory.db_url = f"sqlite:///{root / 'autograder' / 'gradebook.db'}"
     c.CourseDirectory.course_id = "kernellab"
     c.CourseDirectory.ignore = [".ipynb_checkpoints", "*.pyc", "__pycache__", "feedback", ".*"]
-    c.ZipCollectApp.archive_directory = "autograder/downloaded/archive"
-    c.ZipCollectApp.extracted_directory = "autograder/downloaded/extracted"
-    c.ZipCollectApp.collect_directory_name = "downloaded"
+    # LMS downloads go to autograder/downloaded/<lesson>/archive/, named <student>_<lesson>.ipynb
+    # (set FileNameCollectorPlugin.named_regexp for your LMS's own naming).
+    c.ZipCollectApp.collect_directory_name = "autograder/downloaded"
+    c.ZipCollectApp.archive_directory = "archive"
+    c.ZipCollectApp.extracted_directory = "extracted"
+    c.FileNameCollectorPlugin.named_regexp = r"^(?P<student_id>[^_/]+)_(?P<file_id>.+\.ipynb)$"
     c.Execute.timeout = 600  # first calls compile Triton kernels; autotuning takes longer
     c.Execute.interrupt_on_timeout = True
     c.OverwriteCells.add_missing_cells = True

@@ -1,0 +1,54 @@
+"""Pieces of the grade of record that need no nbgrader run."""
+import math
+
+import nbformat
+import pytest
+from nbformat.v4 import new_code_cell, new_notebook
+
+from kernellab.grading.harness import clamp_points
+from kernellab.grading.notebook_code import sources_for
+from kernellab.grading.secret import problem_seed
+
+
+def _nb(*cells):
+    return new_notebook(cells=list(cells))
+
+
+def _sol(src, gid):
+    c = new_code_cell(src)
+    c.metadata["nbgrader"] = {"solution": True, "grade": False, "grade_id": gid}
+    return c
+
+
+def test_only_the_cells_a_problem_needs_are_run():
+    nb = _nb(_sol("import os\nos._exit(1)\n", "boom"),
+             _sol("BLOCK = 128\ndef helper(n):\n    return n\n", "helpers"),
+             _sol("def add(x, y):\n    return helper(x)\n", "add_code"))
+    sources, missing = sources_for(nb, ("add",))
+    assert missing is None
+    assert len(sources) == 2 and "os._exit" not in "".join(sources)
+
+
+def test_stripped_metadata_falls_back_to_what_cells_define():
+    nb = _nb(new_code_cell("x = 1"), new_code_cell("%matplotlib inline\ndef add(x, y):\n    return x\n"))
+    sources, missing = sources_for(nb, ("add",))
+    assert missing is None and "def add" in sources[-1] and "%matplotlib" not in sources[-1]
+
+
+def test_missing_definition_and_syntax_error_are_explained():
+    assert "does not define add" in sources_for(_nb(_sol("y = 2", "a")), ("add",))[1]
+    assert "syntax error" in sources_for(_nb(_sol("def add(x, y:\n  pass", "a")), ("add",))[1]
+
+
+@pytest.mark.parametrize("value,expected", [(float("nan"), 0), (-3, 0), (1e9, 4), (0.5, 2), (float("inf"), 0),
+                                            ("1", 0), (None, 0)])
+def test_scores_reaching_nbgrader_are_finite_and_clamped(value, expected):
+    got = clamp_points(value, 4)
+    assert math.isfinite(got) and got == expected
+
+
+def test_seeds_differ_per_student_and_problem_and_depend_on_the_secret():
+    a = problem_seed(b"s1", "ann", "L", "add")
+    assert a == problem_seed(b"s1", "ann", "L", "add")
+    assert len({a, problem_seed(b"s1", "bob", "L", "add"), problem_seed(b"s1", "ann", "L", "fused"),
+                problem_seed(b"s2", "ann", "L", "add")}) == 4

@@ -1,0 +1,35 @@
+"""The project's own files: environment.yml and pyproject.toml agree; the README's commands exist."""
+import pathlib
+import re
+import tomllib
+
+import yaml
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+CONDA_NAMES = {"torch": "pytorch"}  # PyPI name -> conda-forge name
+
+
+def _name(req: str) -> str:
+    return re.split(r"[<>=!~ \[]", req.strip(), maxsplit=1)[0].lower()
+
+
+def test_environment_yml_names_the_same_runtime_dependencies_as_pyproject():
+    env = yaml.safe_load((ROOT / "environment.yml").read_text())
+    py = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    conda = {_name(d) for d in env["dependencies"] if isinstance(d, str)}
+    needed = {CONDA_NAMES.get(_name(d), _name(d)) for d in py["project"]["dependencies"]}
+    needed |= {_name(d) for d in py["project"]["optional-dependencies"]["course"]}
+    assert needed <= conda, needed - conda
+    pip = next(d["pip"] for d in env["dependencies"] if isinstance(d, dict))
+    assert "-e ." in pip
+
+
+def test_readme_names_the_two_commands_and_every_lesson_with_a_badge():
+    readme = (ROOT / "README.md").read_text()
+    assert "bash scripts/test.sh" in readme and "bash scripts/start.sh" in readme
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert "bash scripts/test.sh" in ci and "bash scripts/start.sh" in ci
+    from kernellab.lessons import LESSONS
+    for lesson in LESSONS:
+        assert f"blob/main/notebooks/{lesson}/{lesson}.ipynb" in readme
+    assert "hidden" in readme.lower() and "secret" in readme.lower()

@@ -1,0 +1,121 @@
+"""The instructor's round trip, for real: nbgrader generate, autograde (grade of record in child
+processes), feedback and export, with a sqlite gradebook in a temporary course folder."""
+import json
+import math
+
+import pytest
+
+from kernellab.grading import submissions as S
+from kernellab.grading.dryrun import Course
+from kernellab.lessons import problems_of
+
+L = "01_roofline_vector_add"
+CORRECTNESS = {"answers_add": 2, "answers_matmul": 2, "add_correct": 4, "fused_correct": 3}
+SPEED = {"add_bandwidth", "fused_speed"}
+
+
+def _text(src_nb, gid):
+    return S.solution_text(next(c.source for c in src_nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == gid))
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    course = Course(tmp_path_factory.mktemp("course"))
+    course.generate(L)
+    rel, src = course.release_nb(L), course.source_nb(L)
+    add, fused = _text(src, "add_code"), _text(src, "silu_gate_code")
+    subs = {
+        "solution": S.filled(rel, src),
+        "blank": rel,
+        "nomask": S.filled(rel, src, {"add_code": add.replace(", mask=mask", "")}),
+        # monkeypatches every checker it can reach, with a wrong add
+        "patcher": S.filled(rel, src, {"add_code": (
+            "import math, torch\nimport kernellab.compare as kc\n"
+            "torch.allclose = lambda *a, **k: True\nmath.isclose = lambda *a, **k: True\n"
+            "kc.compare = lambda *a, **k: kc.Verdict(True, 0.0, '')\n" + add.replace("x + y", "x - y"))}),
+        "exiter": S.filled(rel, src, {"silu_gate_code": fused.replace(
+            "    out = torch.empty_like(x)", "    import os\n    os._exit(3)\n    out = torch.empty_like(x)")}),
+        "deleter": S.filled(rel, src, drop=("add_correct",)),
+    }
+    for student, nb in subs.items():
+        course.submit(L, student, nb)
+    course.autograde(L)
+    course.feedback(L)
+    grades = course.export()
+    scores = {s: course.cell_scores(L, s) for s in subs}
+    return course, grades, scores
+
+
+def test_solution_scores_every_correctness_point_and_no_speed_on_cpu(graded):
+    course, grades, scores = graded
+    for gid, pts in CORRECTNESS.items():
+        assert scores["solution"][gid] == pts, gid
+    for gid in SPEED:
+        assert scores["solution"][gid] == 0
+        assert "only graded on a GPU" in course.result(L, "solution", gid)["why"]
+    assert grades["solution"][L] == sum(CORRECTNESS.values())
+
+
+def test_blank_release_scores_zero_without_crashing(graded):
+    course, grades, scores = graded
+    assert all(v == 0 for v in scores["blank"].values())
+    assert "not written yet" in course.result(L, "blank", "add_correct")["why"]
+
+
+def test_masked_tail_bug_loses_exactly_that_problem(graded):
+    _, _, scores = graded
+    lost = {g for g in scores["solution"] if scores["nomask"][g] != scores["solution"][g]}
+    assert lost == {"add_correct"}
+
+
+def test_monkeypatching_checkers_gains_nothing(graded):
+    course, _, scores = graded
+    assert scores["patcher"]["add_correct"] == 0
+    assert "wrong" in course.result(L, "patcher", "add_correct")["why"].lower()
+    assert {g for g in scores["solution"] if scores["patcher"][g] != scores["solution"][g]} == {"add_correct"}
+
+
+def test_os_exit_in_one_problem_leaves_the_others_graded(graded):
+    course, _, scores = graded
+    assert scores["exiter"]["fused_correct"] == 0
+    assert "died" in course.result(L, "exiter", "fused_correct")["why"]
+    for gid in ("answers_add", "answers_matmul", "add_correct"):
+        assert scores["exiter"][gid] == scores["solution"][gid]
+
+
+def test_deleted_test_cell_is_restored_and_graded(graded):
+    _, _, scores = graded
+    assert scores["deleter"]["add_correct"] == 4
+    assert scores["deleter"] == scores["solution"]
+
+
+def test_result_json_audit_record(graded):
+    course, _, _ = graded
+    for gid, p in problems_of(L).items():
+        r = course.result(L, "solution", gid)
+        for key in ("seed", "score", "max_points", "why", "environment", "started", "finished"):
+            assert key in r, (gid, key)
+        assert math.isfinite(r["score"]) and 0 <= r["score"] <= r["max_points"]
+        assert r["environment"]["torch"] and r["environment"]["triton"] and r["environment"]["device"]["name"]
+    assert "shapes" in course.result(L, "solution", "add_correct")
+
+
+def test_feedback_has_reasons_but_no_seed_or_hidden_tests(graded):
+    course, _, _ = graded
+    html = (course.ag / "feedback" / "nomask" / L / f"{L}.html").read_text()
+    assert "Grade of record" in html and "wrote past the end" in html
+    assert "HIDDEN" not in html
+    for gid in problems_of(L):
+        seed = course.result(L, "nomask", gid)["seed"]
+        assert str(seed) not in html
+    secret = (course.ag / ".kernellab_secret").read_text().strip()
+    assert secret not in html
+
+
+def test_nothing_reaches_stderr_in_graded_cells(graded):
+    course, _, _ = graded
+    nb = json.loads((course.ag / "autograded" / "solution" / L / f"{L}.ipynb").read_text())
+    for c in nb["cells"]:
+        if c.get("metadata", {}).get("nbgrader", {}).get("grade") and c["cell_type"] == "code":
+            assert not [o for o in c["outputs"] if o.get("name") == "stderr"]
+            assert [o for o in c["outputs"] if o["output_type"] == "execute_result"]
