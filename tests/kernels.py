@@ -69,3 +69,22 @@ def launcher(kernel, block=1024, grid=None, warps=4):
         kernel[g](x, y, out, n, BLOCK=block, num_warps=warps)
         return out
     return add
+
+
+@triton.jit
+def silu_gate_in_input_dtype(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    # honest but sloppy: no upcast to fp32 (the worst legitimate variant for the threshold)
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    x = tl.load(x_ptr + offs, mask=m)
+    y = tl.load(y_ptr + offs, mask=m)
+    tl.store(out_ptr + offs, x * (1 / (1 + tl.exp(-x.to(tl.float32)))).to(x.dtype) * y + x, mask=m)
+
+
+@triton.jit
+def silu_gate_dropped_term(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    x = tl.load(x_ptr + offs, mask=m).to(tl.float32)
+    y = tl.load(y_ptr + offs, mask=m).to(tl.float32)
+    tl.store(out_ptr + offs, (x * tl.sigmoid(x) * y).to(out_ptr.dtype.element_ty), mask=m)

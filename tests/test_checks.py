@@ -142,3 +142,20 @@ def test_answers_partial_and_wrong():
         L.check_answers_matmul(None, None, None, None)
     with pytest.raises(CheckFailed):
         L.check_answers_matmul(float("nan"), True, "1365", 7)
+
+
+def test_thresholds_sit_ten_times_from_honest_and_wrong_variants():
+    """fp16 threshold 1e-2: the sloppiest honest kernel must be >= 10x under, a wrong one >= 10x over."""
+    from kernellab.compare import REL_TOL
+    from kernellab.problems.base import judge_correctness, run_correctness, seeded_generator
+    prob = L.FUSED
+    cases = [c for c in prob.make_cases(seeded_generator(7), False) if c.inputs[0].dtype == torch.float16]
+
+    def worst(kernel):
+        res = run_correctness(K.launcher(kernel), prob, cases, "cpu", stop_on_error=False)
+        from kernellab.compare import rel_error
+        return max(rel_error(r.output, prob.reference(c)) for c, r in zip(cases, res))
+    assert worst(K.silu_gate_in_input_dtype) * 10 <= REL_TOL[torch.float16]
+    assert worst(K.silu_gate_dropped_term) >= 10 * REL_TOL[torch.float16]
+    assert judge_correctness(prob, cases, run_correctness(K.launcher(K.silu_gate_in_input_dtype), prob, cases,
+                                                          "cpu")).passed
