@@ -52,3 +52,30 @@ def test_seeds_differ_per_student_and_problem_and_depend_on_the_secret():
     assert a == problem_seed(b"s1", "ann", "L", "add")
     assert len({a, problem_seed(b"s1", "bob", "L", "add"), problem_seed(b"s1", "ann", "L", "fused"),
                 problem_seed(b"s2", "ann", "L", "add")}) == 4
+
+
+def _grade(src, monkeypatch, **budgets):
+    from kernellab.grading import harness
+    from kernellab.lessons.lesson01 import ADD
+    for k, v in budgets.items():
+        monkeypatch.setattr(harness, k, v)
+    return harness.grade_problem(ADD, _nb(_sol(src, "add_code")), seed=1234, lesson="01_roofline_vector_add")
+
+
+def test_endless_loop_is_stopped_by_its_budget(monkeypatch):
+    outcome, record = _grade("def add(x, y):\n    while True:\n        pass\n", monkeypatch, COMPILE_BUDGET=3.0)
+    assert outcome.fraction == 0 and "longer than its budget" in outcome.message
+    assert record["last_phase"] == "compile"
+
+
+def test_endless_loop_while_loading_is_stopped(monkeypatch):
+    outcome, _ = _grade("while True:\n    pass\ndef add(x, y):\n    pass\n", monkeypatch, LOAD_BUDGET=3.0)
+    assert outcome.fraction == 0 and "loading your code" in outcome.message
+
+
+def test_child_sees_no_grading_marker(monkeypatch):
+    monkeypatch.setenv("NBGRADER_EXECUTION", "autograde")
+    src = ("import os\nif os.environ.get('NBGRADER_EXECUTION'):\n    raise RuntimeError('grading detected')\n"
+           "def add(x, y):\n    raise NotImplementedError\n")
+    outcome, _ = _grade(src, monkeypatch)
+    assert "grading detected" not in outcome.message and "not written yet" in outcome.message

@@ -27,7 +27,7 @@ from .secret import problem_seed
 # Seconds. Compilation/autotuning and the graded run have separate budgets (GRADING.md, 9).
 COMPILE_BUDGET = float(os.environ.get("KERNELLAB_COMPILE_BUDGET", 120))
 RUN_BUDGET = float(os.environ.get("KERNELLAB_RUN_BUDGET", 180))
-LOAD_BUDGET = 60.0
+LOAD_BUDGET = float(os.environ.get("KERNELLAB_LOAD_BUDGET", 60))
 
 _DROP_ENV = ("NBGRADER_", "KERNELLAB_SECRET", "JPY_", "JUPYTER_", "IPYKERNEL")
 
