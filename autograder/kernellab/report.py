@@ -24,16 +24,20 @@ def say(text: str) -> None:
 
 
 def speed_plot(outcome, problem) -> None:
-    """Two bars (candidate, baseline) with the spread of the timed runs."""
+    """Every timed run of the candidate and the baseline as dots, with a bar at each median."""
     d = outcome.details
     if "cand_ms" not in d:
         return
+    import statistics
+
     import matplotlib.pyplot as plt
-    fig, ax = plt.subplots(figsize=(6, 1.8))
-    data = [d["base_ms"], d["cand_ms"]]
-    ax.boxplot(data, vert=False, widths=0.5)
-    ax.set_yticks([1, 2], [problem.baseline_name, f"your {problem.names[0]}"])
-    ax.set_xlabel("ms per call (each timed run, fresh inputs, L2 flushed)")
-    ax.set_title(f"{problem.title}: {d.get('value', 0):.2f} ({d.get('band', '')})", fontsize=10)
+    fig, ax = plt.subplots(figsize=(6, 1.9))
+    rows = [(problem.baseline_name, d["base_ms"]), (f"your {problem.names[0]}", d["cand_ms"])]
+    for y, (label, times) in enumerate(rows):
+        ax.barh(y, statistics.median(times), color="C0" if y else "C7", alpha=0.35)
+        ax.plot(times, [y] * len(times), "o", ms=3, color="C0" if y else "C7")
+    ax.set_yticks(range(len(rows)), [r[0] for r in rows])
+    ax.set_xlabel("ms per call (each timed run: fresh inputs, L2 flushed)")
+    ax.set_title(f"{problem.title}: {d.get('value', 0):.2f} (band {d.get('band', '')})", fontsize=10)
     fig.tight_layout()
     plt.show()
