@@ -5,11 +5,13 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 export PATH="$PWD/.venv/bin:$PATH"
+root_flag=()
+[ "$(id -u)" = 0 ] && root_flag=(--allow-root)  # containers and CI machines often run as root
 if [ "${KERNELLAB_SMOKE:-0}" != "1" ]; then
-  exec jupyter lab notebooks/
+  exec jupyter lab notebooks/ "${root_flag[@]}"
 fi
 port=$(python -c "import socket; s=socket.socket(); s.bind(('127.0.0.1', 0)); print(s.getsockname()[1])")
-jupyter lab notebooks/ --no-browser --ip=127.0.0.1 --port="$port" --IdentityProvider.token=smoke \
+jupyter lab notebooks/ "${root_flag[@]}" --no-browser --ip=127.0.0.1 --port="$port" --IdentityProvider.token=smoke \
   --ServerApp.root_dir="$PWD/notebooks" > .venv/jupyterlab-smoke.log 2>&1 &
 pid=$!
 trap 'kill $pid 2>/dev/null || true' EXIT
