@@ -1,7 +1,6 @@
 """Pieces of the grade of record that need no nbgrader run."""
 import math
 
-import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_notebook
 

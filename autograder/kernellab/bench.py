@@ -76,7 +76,6 @@ def bench_lesson01(quick: bool = False) -> dict:
         row["vs_torch"] = row["solution_gbps"] / row["torch_gbps"]
         row["vs_copy"] = row["solution_gbps"] / row["copy_gbps"]
         out["add"].append(row)
-        del x, y, src, dst
     for k in tqdm([24, 26, 27], desc="silu_gate fp16", file=sys.stdout):
         n = 1 << k
         x = torch.randn(n, device="cuda", dtype=torch.float16)
@@ -97,14 +96,12 @@ def bench_lesson01(quick: bool = False) -> dict:
         if "torch.compile" in t:
             row["speedup_vs_compile"] = t["torch.compile"] / t["solution"]
         out["silu_gate"].append(row)
-        del x, y
     for k in tqdm(range(10, 29, 1 if not quick else 3), desc="sweep", file=sys.stdout):
         n = 1 << k
         x, y = torch.randn(n, device="cuda"), torch.randn(n, device="cuda")
         t = interleaved({"solution": lambda: add(x, y), "torch": lambda: torch.add(x, y)}, 3)
         out["sweep"].append({"n": n, "solution_gbps": 12 * n / 1e9 / (t["solution"] * 1e-3),
                              "torch_gbps": 12 * n / 1e9 / (t["torch"] * 1e-3)})
-        del x, y
     return out
 
 

@@ -78,7 +78,3 @@ def guarded_copy(src: torch.Tensor, device, keep_strides: bool = True) -> Guarde
     g = Guarded(src.shape, src.dtype, device, strides=strides, guard_value=sentinel)
     g.view.copy_(src.to(device))
     return g
-
-
-def fits_exactly(n_bytes: int, elem: int) -> int:
-    return math.ceil(n_bytes / elem)

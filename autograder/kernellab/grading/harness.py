@@ -105,7 +105,7 @@ def grade_problem(problem, nb, seed: int, copy_gbps: float | None = None, facts:
     sources, missing = sources_for(nb, problem.names)
     if missing:
         return Outcome(problem.id, 0.0, missing), record
-    if problem.kind == "speed" and not DEVICE.on_gpu:
+    if problem.needs_gpu and not DEVICE.on_gpu:
         return Outcome(problem.id, 0.0, "Speed is only graded on a GPU; this grading machine has none."), record
     with tempfile.TemporaryDirectory(prefix="kl-grade-") as tmp:
         jobdir = pathlib.Path(tmp)
