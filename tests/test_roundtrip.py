@@ -14,27 +14,23 @@ CORRECTNESS = {"answers_add": 2, "answers_matmul": 2, "add_correct": 4, "fused_c
 SPEED = {"add_bandwidth", "fused_speed"}
 
 
-def _text(src_nb, gid):
-    return S.solution_text(next(c.source for c in src_nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == gid))
-
-
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory):
     course = Course(tmp_path_factory.mktemp("course"))
     course.generate(L)
     rel, src = course.release_nb(L), course.source_nb(L)
-    add, fused = _text(src, "add_code"), _text(src, "silu_gate_code")
+    wrong = S.known_wrong(L, src)
+    add = S.solution_texts(src)["add_code"]
     subs = {
         "solution": S.filled(rel, src),
         "blank": rel,
-        "nomask": S.filled(rel, src, {"add_code": add.replace(", mask=mask", "")}),
+        "nomask": S.filled(rel, src, wrong["nomask"]),
         # monkeypatches every checker it can reach, with a wrong add
         "patcher": S.filled(rel, src, {"add_code": (
             "import math, torch\nimport kernellab.compare as kc\n"
             "torch.allclose = lambda *a, **k: True\nmath.isclose = lambda *a, **k: True\n"
             "kc.compare = lambda *a, **k: kc.Verdict(True, 0.0, '')\n" + add.replace("x + y", "x - y"))}),
-        "exiter": S.filled(rel, src, {"silu_gate_code": fused.replace(
-            "    out = torch.empty_like(x)", "    import os\n    os._exit(3)\n    out = torch.empty_like(x)")}),
+        "exiter": S.filled(rel, src, wrong["exit_in_fused"]),
         "deleter": S.filled(rel, src, drop=("add_correct",)),
     }
     for student, nb in subs.items():

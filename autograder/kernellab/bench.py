@@ -9,37 +9,26 @@ from __future__ import annotations
 import datetime
 import json
 import pathlib
-import statistics
 import sys
 
 import torch
 
 from .build import repo_root
 from .device import DEVICE, fingerprint
+from .sweeps import measure_sweep, plot_sweep
+from .timing import interleaved
 
 
 def load_solution(lesson: str, names: tuple) -> dict:
     """Execute the solution cells that define ``names`` (from solutions/, markers and all)."""
-    from .grading.notebook_code import exec_cells, read_notebook, sources_for
+    from .grading.notebook_code import exec_cells, new_namespace, read_notebook, sources_for
     nb = read_notebook(repo_root() / "solutions" / lesson / f"{lesson}.ipynb")
     sources, missing = sources_for(nb, names)
     if missing:
         raise RuntimeError(missing)
-    ns = {}
-    exec("import torch\nimport triton\nimport triton.language as tl\n", ns)
+    ns = new_namespace()
     exec_cells(sources, ns, tag=f"{lesson}-solution")
     return ns
-
-
-def interleaved(fns: dict, rounds: int) -> dict:
-    """name -> median ms over ``rounds`` rounds, contenders alternating within each round."""
-    from .timing import bench
-    times = {k: [] for k in fns}
-    keys = list(fns)
-    for r in range(rounds):
-        for k in (keys if r % 2 == 0 else keys[::-1]):
-            times[k].append(bench(fns[k], warmup_ms=10, rep_ms=60))
-    return {k: statistics.median(v) for k, v in times.items()} | {f"{k}_all": v for k, v in times.items()}
 
 
 def _header() -> list[str]:
@@ -96,19 +85,13 @@ def bench_lesson01(quick: bool = False) -> dict:
         if "torch.compile" in t:
             row["speedup_vs_compile"] = t["torch.compile"] / t["solution"]
         out["silu_gate"].append(row)
-    for k in tqdm(range(10, 29, 1 if not quick else 3), desc="sweep", file=sys.stdout):
-        n = 1 << k
-        x, y = torch.randn(n, device="cuda"), torch.randn(n, device="cuda")
-        t = interleaved({"solution": lambda: add(x, y), "torch": lambda: torch.add(x, y)}, 3)
-        out["sweep"].append({"n": n, "solution_gbps": 12 * n / 1e9 / (t["solution"] * 1e-3),
-                             "torch_gbps": 12 * n / 1e9 / (t["torch"] * 1e-3)})
+    out["sweep"] = measure_sweep(add, range(10, 29, 1 if not quick else 3))
     return out
 
 
 def _write_lesson01(res: dict, out: pathlib.Path) -> None:
     import matplotlib
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
 
     from .roofline import plot_roofline
     c = res["ceilings"]
@@ -130,17 +113,9 @@ def _write_lesson01(res: dict, out: pathlib.Path) -> None:
                      f"{r.get('speedup_vs_compile', float('nan')):.2f}x | {r['solution_gbps']:,.0f} |")
     (out / "lesson01.md").write_text("\n".join(lines) + "\n")
     (out / "lesson01.json").write_text(json.dumps(res, indent=1))
-    fig, ax = plt.subplots(figsize=(7, 3.8))
-    ns = [r["n"] for r in res["sweep"]]
-    ax.semilogx(ns, [r["solution_gbps"] for r in res["sweep"]], "o-", base=2, label="solution add")
-    ax.semilogx(ns, [r["torch_gbps"] for r in res["sweep"]], "s--", base=2, label="torch.add")
-    ax.axhline(c["copy_gbps"], color="grey", ls=":", label=f"copy {c['copy_gbps']:,.0f} GB/s")
-    ax.set_xlabel("elements (fp32)")
-    ax.set_ylabel("GB/s")
-    ax.set_title(f"Vector add on {DEVICE.name}: launch-bound, then bandwidth-bound", fontsize=10)
-    ax.legend(fontsize=8)
-    ax.grid(alpha=0.3)
-    fig.tight_layout()
+    ax = plot_sweep(res["sweep"], c["copy_gbps"], f"Vector add on {DEVICE.name}: launch-bound, then "
+                    "bandwidth-bound", label="solution add")
+    fig = ax.figure
     fig.savefig(out / "lesson01_bandwidth.png", dpi=110)
     big = res["add"][-1]
     sg = res["silu_gate"][-1]

@@ -4,10 +4,8 @@ from __future__ import annotations
 import json
 import os
 import pathlib
-import shutil
 import subprocess
 import sys
-import tempfile
 
 from .lessons import LESSONS
 
@@ -17,9 +15,11 @@ def repo_root() -> pathlib.Path:
 
 
 def tool_env() -> dict:
-    """nbgrader calls the ``alembic`` executable: put this Python's scripts folder on PATH."""
+    """Environment for nbgrader subprocesses: this Python's scripts folder on PATH (nbgrader calls
+    the ``alembic`` executable) and this checkout's kernellab importable (a course copy has none)."""
     env = dict(os.environ)
     env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
+    env["PYTHONPATH"] = str(repo_root() / "autograder") + os.pathsep + env.get("PYTHONPATH", "")
     return env
 
 
@@ -61,12 +61,7 @@ def build(lessons=None) -> list[pathlib.Path]:
 
 def generate_fresh(lessons=None) -> pathlib.Path:
     """Generate into a throw-away copy of the course (for the staleness test); returns its root."""
-    tmp = pathlib.Path(tempfile.mkdtemp(prefix="kl-build-"))
-    root = repo_root()
-    shutil.copytree(root / "solutions", tmp / "solutions")
-    (tmp / "autograder").mkdir()
-    shutil.copy(root / "autograder" / "nbgrader_config.py", tmp / "autograder" / "nbgrader_config.py")
-    shutil.copytree(root / "autograder" / "kernellab", tmp / "autograder" / "kernellab",
-                    ignore=shutil.ignore_patterns("__pycache__"))
-    generate(tmp, lessons)
-    return tmp
+    from .grading.dryrun import Course
+    course = Course()
+    generate(course.root, lessons)
+    return course.root

@@ -18,6 +18,7 @@ def main(argv=None) -> int:
     g.add_argument("--students", default="", help="comma-separated submissions to grade (default: all)")
     g.add_argument("--no-bench", action="store_true", help="skip the benchmark")
     g.add_argument("--no-execute", action="store_true", help="skip executing the solution notebooks")
+    g.add_argument("--merge", nargs="+", metavar="JSON", help="only write one report from these gpu_report.json files")
     sub.add_parser("fingerprint", help="print this machine's one-line device fingerprint")
     args = ap.parse_args(argv)
     if args.cmd == "build":
@@ -27,7 +28,10 @@ def main(argv=None) -> int:
         from .bench import run_bench
         run_bench(args.out, quick=args.quick)
     elif args.cmd == "gpu-report":
-        from .gpu_report import main as gpu_main
+        from .gpu_report import main as gpu_main, merge
+        if args.merge:
+            merge(args.merge, args.out)
+            return 0
         gpu_main(args.out, [s for s in args.students.split(",") if s] or None, bench=not args.no_bench,
                  execute=not args.no_execute)
     elif args.cmd == "fingerprint":

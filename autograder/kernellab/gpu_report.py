@@ -39,27 +39,6 @@ def execute_notebook(path: pathlib.Path) -> dict:
     return {"wall_s": wall, "errors": errors, "outputs": outputs}
 
 
-def wrong_submissions(lesson: str, course) -> dict:
-    """Known-wrong variants of the solution that must lose exactly their problem."""
-    from .grading import submissions as S
-    src = course.source_nb(lesson)
-    text = {((c.metadata.get("nbgrader") or {}).get("grade_id")): S.solution_text(c.source) for c in src.cells}
-    if lesson == "01_roofline_vector_add":
-        return {
-            "nomask": {"add_code": text["add_code"].replace(", mask=mask", "")},
-            "torch_add": {"add_code": "def add(x, y):\n    return x + y\n"},
-            "exit_in_fused": {"silu_gate_code": text["silu_gate_code"].replace(
-                "    out = torch.empty_like(x)\n    n = x.numel()\n    BLOCK = 4096\n    silu_gate_kernel",
-                "    import os\n    os._exit(3)\n    BLOCK = 4096\n    silu_gate_kernel")},
-            "illegal_address": {"add_code": text["add_code"].replace(
-                "tl.store(out_ptr + offsets, x + y, mask=mask)",
-                "tl.store(out_ptr + offsets * 1000003, x + y)")},
-            "slow_add": {"add_code": text["add_code"].replace("BLOCK = 4096", "BLOCK = 32").replace(
-                "num_warps=8", "num_warps=1")},
-        }
-    return {}
-
-
 def grade_round_trip(lesson: str, students=None) -> dict:
     from .grading import submissions as S
     from .grading.dryrun import Course
@@ -67,7 +46,7 @@ def grade_round_trip(lesson: str, students=None) -> dict:
     course.generate(lesson)
     rel, src = course.release_nb(lesson), course.source_nb(lesson)
     subs = {"solution": S.filled(rel, src), "blank": rel}
-    for name, over in wrong_submissions(lesson, course).items():
+    for name, over in S.known_wrong(lesson, src).items():
         subs[name] = S.filled(rel, src, over)
     if students:
         subs = {k: v for k, v in subs.items() if k in students}
@@ -108,8 +87,32 @@ def main(out_dir: str, students=None, bench: bool = True, execute: bool = True) 
         print(f"executed {lesson}: {res['notebooks'][lesson]['wall_s']:.0f} s, "
               f"errors: {res['notebooks'][lesson]['errors']}", flush=True)
         res["grading"][lesson] = grade_round_trip(lesson, students)
+    res["header"] = _header()
     (out / "gpu_report.json").write_text(json.dumps(res, indent=1, default=str))
-    lines = ["# KernelLab on a GPU: notebooks executed and graded", ""] + _header() + [""]
+    write_report(res, out)
+
+
+def merge(parts: list, out_dir: str) -> None:
+    """One report from several runs of the same code on one GPU (each call of the device is capped in
+    time, so a full round trip may be graded over several). Submissions from later parts are added."""
+    res = json.loads(pathlib.Path(parts[0]).read_text())
+    for p in parts[1:]:
+        more = json.loads(pathlib.Path(p).read_text())
+        assert more["header"][0] == res["header"][0], "parts come from different GPUs"
+        for lesson, subs in more["grading"].items():
+            res["grading"].setdefault(lesson, {}).update({k: v for k, v in subs.items() if not k.startswith("_")})
+            res["grading"][lesson]["_grades_csv"] = {**res["grading"][lesson].get("_grades_csv", {}),
+                                                     **subs.get("_grades_csv", {})}
+        res.setdefault("parts", []).append(more["header"])
+    out = pathlib.Path(out_dir)
+    (out / "gpu_report.json").write_text(json.dumps(res, indent=1, default=str))
+    write_report(res, out)
+
+
+def write_report(res: dict, out: pathlib.Path) -> None:
+    lines = ["# KernelLab on a GPU: notebooks executed and graded", ""] + res["header"] + [""]
+    for part in res.get("parts", []):
+        lines.append(f"- merged with a second run: {part[2].lstrip('- ')}")
     for lesson in LESSONS:
         nbres = res["notebooks"][lesson]
         ref = "solution" if "solution" in res["grading"][lesson] else next(iter(res["grading"][lesson]))

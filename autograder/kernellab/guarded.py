@@ -42,7 +42,7 @@ def span_of(shape, strides) -> int:
 class Guarded:
     """A view with poisoned padding after it; ``guard_intact()`` says whether anything wrote there."""
 
-    def __init__(self, shape, dtype, device, strides=None, fill=None, guard=GUARD, guard_value=None):
+    def __init__(self, shape, dtype, device, strides=None, guard=GUARD, guard_value=None):
         shape = tuple(int(s) for s in shape)
         strides = tuple(strides) if strides is not None else contiguous_strides(shape)
         self.span = span_of(shape, strides)
@@ -50,8 +50,6 @@ class Guarded:
         self.base = torch.full((self.span + guard,), poison_value(dtype), dtype=dtype, device=device)
         self.base[self.span:] = self.guard_value
         self.view = self.base.as_strided(shape, strides, 0)
-        if fill is not None:
-            self.view.copy_(fill) if isinstance(fill, torch.Tensor) else self.view.fill_(fill)
 
     def _guard_hits(self) -> torch.Tensor:
         tail = self.base[self.span:]

@@ -25,11 +25,14 @@ def facts() -> dict:
     return {"ridge": c.ridge, "bound": c.bound}
 
 
+def _correctness(problem: CorrectnessProblem, fn):
+    cases = problem.make_cases(seeded_generator(_fresh_seed()), DEVICE.on_gpu)
+    return judge_correctness(problem, cases, run_correctness(fn, problem, cases, DEVICE.torch_device))
+
+
 def check(problem, *objs):
     if isinstance(problem, CorrectnessProblem):
-        cases = problem.make_cases(seeded_generator(_fresh_seed()), DEVICE.on_gpu)
-        results = run_correctness(objs[0], problem, cases, DEVICE.torch_device)
-        out = judge_correctness(problem, cases, results)
+        out = _correctness(problem, objs[0])
         if not out.passed:
             raise CheckFailed(f"{problem.title}: {out.message}")
         say(f"✓ {problem.title}: {out.message}")
@@ -47,9 +50,7 @@ def check(problem, *objs):
 
 def _check_speed(problem: SpeedProblem, fn):
     if problem.precheck is not None:
-        pre = problem.precheck
-        cases = pre.make_cases(seeded_generator(_fresh_seed()), DEVICE.on_gpu)
-        out = judge_correctness(pre, cases, run_correctness(fn, pre, cases, DEVICE.torch_device))
+        out = _correctness(problem.precheck, fn)
         if not out.passed:
             raise CheckFailed(f"{problem.title}: not timed, because the function is not correct yet. {out.message}")
     if not DEVICE.on_gpu:

@@ -26,6 +26,16 @@ def bench(fn, warmup_ms: float = 25, rep_ms: float = 100) -> float:
     return float(triton.testing.do_bench(fn, warmup=warmup_ms, rep=rep_ms, return_mode="median"))
 
 
+def interleaved(fns: dict, rounds: int) -> dict:
+    """name -> median ms over ``rounds`` rounds, contenders alternating within each round."""
+    times = {k: [] for k in fns}
+    keys = list(fns)
+    for r in range(rounds):
+        for k in (keys if r % 2 == 0 else keys[::-1]):
+            times[k].append(bench(fns[k], warmup_ms=10, rep_ms=60))
+    return {k: statistics.median(v) for k, v in times.items()} | {f"{k}_all": v for k, v in times.items()}
+
+
 _FLUSH = {}
 
 
@@ -89,11 +99,8 @@ def measure_speed(fn, problem: SpeedProblem, seed: int, rounds: int = 5, reps: i
                     with watched() as st:
                         out = fn(*live)
                     torch.cuda.synchronize()
-                    if st.torch_ops or st.launches == 0:
-                        result["error"] = (f"`{problem.names[0]}` at the timed size "
-                                           + ("computed with PyTorch (" + ", ".join(sorted(set(st.torch_ops))[:3]) + ")"
-                                              if st.torch_ops else "launched no Triton kernel")
-                                           + ": the timed function must compute with Triton.")
+                    result["error"] = st.misuse(f"`{problem.names[0]}` at the timed size")
+                    if result["error"]:
                         return result
                     start[r * reps + j] = end[r * reps + j] = None
                 else:

@@ -13,7 +13,7 @@ import contextlib
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
 
-from .guarded import Guarded, poison_value
+from .guarded import Guarded
 
 aten = torch.ops.aten
 
@@ -37,6 +37,16 @@ class WatchState:
         self.allocations: list[Guarded] = []
         self.quiet = 0  # >0 while inside a Triton launch or autotuning
 
+    def misuse(self, call: str) -> str | None:
+        """Why the watched call does not count as a Triton kernel, or None if it does."""
+        if self.torch_ops:
+            ops = ", ".join(sorted(set(self.torch_ops))[:4])
+            return (f"{call} computed with PyTorch ({ops}). A graded function must do its arithmetic in a "
+                    "Triton kernel; it may only allocate (torch.empty, empty_like, zeros), reshape and take views.")
+        if self.launches == 0:
+            return f"{call} launched no Triton kernel. Launch yours with kernel[grid](...)."
+        return None
+
     def owns(self, t: torch.Tensor) -> Guarded | None:
         """The guarded allocation that ``t`` is a view of, if it was allocated during the call."""
         ptr = t.untyped_storage().data_ptr()
@@ -44,9 +54,6 @@ class WatchState:
             if g.base.untyped_storage().data_ptr() == ptr:
                 return g
         return None
-
-    def intact(self) -> list[Guarded]:
-        return [g for g in self.allocations if not g.guard_intact()]
 
 
 class _Watcher(TorchDispatchMode):
@@ -122,4 +129,4 @@ def watched():
             setattr(cls, attr, original)
 
 
-__all__ = ["watched", "WatchState", "poison_value"]
+__all__ = ["watched", "WatchState"]

@@ -43,11 +43,8 @@ def main(jobdir: str) -> int:
         return 0
 
     phase("load")
-    ns = {"__name__": "__submission__"}
-    exec("import math\nimport torch\nimport triton\nimport triton.language as tl\nimport kernellab as kl\n"
-         "def get_ipython():\n    class _S:\n        def __getattr__(self, n):\n"
-         "            return lambda *a, **k: None\n    return _S()\n", ns)
-    from kernellab.grading.notebook_code import exec_cells
+    from kernellab.grading.notebook_code import exec_cells, new_namespace
+    ns = new_namespace()
     for k, src in enumerate(job["sources"]):
         try:
             exec_cells([src], ns, tag=f"your-cell-{k + 1}")

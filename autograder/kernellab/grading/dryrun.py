@@ -3,7 +3,6 @@ feedback, export. Used by the tests (CPU) and by the GPU run that times grading.
 from __future__ import annotations
 
 import csv
-import os
 import pathlib
 import shutil
 import subprocess
@@ -25,11 +24,8 @@ class Course:
         self.ag = self.root / "autograder"
 
     def nbgrader(self, *args, check=True, timeout=3600) -> subprocess.CompletedProcess:
-        env = tool_env()
-        # The course copy has no package of its own: import kernellab from this checkout.
-        env["PYTHONPATH"] = str(repo_root() / "autograder") + os.pathsep + env.get("PYTHONPATH", "")
         r = subprocess.run([sys.executable, "-m", "nbgrader", *args, "--log-level=WARN"], cwd=self.ag,
-                           capture_output=True, text=True, env=env, timeout=timeout)
+                           capture_output=True, text=True, env=tool_env(), timeout=timeout)
         if check and r.returncode != 0:
             raise RuntimeError(f"nbgrader {' '.join(args)} failed ({r.returncode}):\n{r.stdout[-3000:]}\n"
                                f"{r.stderr[-3000:]}")

@@ -86,6 +86,30 @@ def sources_for(nb, names: tuple) -> tuple[list[str], str | None]:
     return list(reversed(chosen)), None
 
 
+# What the lesson's setup cell provides, so cells taken out of a notebook run on their own.
+# get_ipython() answers every magic with a no-op (to_python turns %magics into its calls).
+_PRELUDE = """
+import math
+import torch
+import triton
+import triton.language as tl
+import kernellab as kl
+
+class _NoIPython:
+    def __getattr__(self, name):
+        return lambda *args, **kwargs: None
+
+def get_ipython():
+    return _NoIPython()
+"""
+
+
+def new_namespace() -> dict:
+    ns = {"__name__": "__submission__"}
+    exec(_PRELUDE, ns)
+    return ns
+
+
 def exec_cells(sources: list, ns: dict, tag: str = "cell") -> None:
     """Execute cell sources in ``ns`` the way IPython does: each registered in linecache first,
     because Triton's @jit reads a kernel's source text (it refuses functions without one)."""

@@ -18,12 +18,38 @@ def solution_text(source: str) -> str:
     return _SOLUTION.sub(lambda m: m.group(1), source)
 
 
+def solution_texts(source_nb) -> dict:
+    """grade_id -> solved source of every solution cell."""
+    return {_gid(c): solution_text(c.source) for c in source_nb.cells
+            if ((c.get("metadata") or {}).get("nbgrader") or {}).get("solution")}
+
+
+def known_wrong(lesson: str, source_nb) -> dict:
+    """name -> overrides for ``filled``: submissions that must lose exactly the problems they break."""
+    text = solution_texts(source_nb)
+
+    def edit(gid, old, new):
+        assert old in text[gid], f"{lesson}: the solution of {gid} no longer contains {old!r}"
+        return {gid: text[gid].replace(old, new)}
+    if lesson == "01_roofline_vector_add":
+        return {
+            "nomask": edit("add_code", ", mask=mask", ""),
+            "torch_add": {"add_code": "def add(x, y):\n    return x + y\n"},
+            "exit_in_fused": edit("silu_gate_code", "    out = torch.empty_like(x)",
+                                  "    import os\n    os._exit(3)\n    out = torch.empty_like(x)"),
+            "illegal_address": edit("add_code", "tl.store(out_ptr + offsets, x + y, mask=mask)",
+                                    "tl.store(out_ptr + offsets * 1000003, x + y)"),
+            "slow_add": {"add_code": edit("add_code", "BLOCK = 4096", "BLOCK = 32")["add_code"].replace(
+                "num_warps=8", "num_warps=1")},
+        }
+    return {}
+
+
 def filled(release_nb, source_nb, overrides: dict | None = None, drop: tuple = ()):
     """A release notebook whose solution cells hold the reference solution, except ``overrides``
     (grade_id -> new source); cells whose grade_id is in ``drop`` are deleted."""
     nb = copy.deepcopy(release_nb)
-    solutions = {_gid(c): solution_text(c.source) for c in source_nb.cells
-                 if ((c.get("metadata") or {}).get("nbgrader") or {}).get("solution")}
+    solutions = solution_texts(source_nb)
     overrides = overrides or {}
     cells = []
     for c in nb.cells:

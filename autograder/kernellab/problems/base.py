@@ -88,13 +88,8 @@ def run_case(fn, problem: CorrectnessProblem, case: Case, device: str) -> CallRe
     err = sync(device)
     if err:
         return CallResult(case.label, error=err)
-    if st.torch_ops:
-        ops = ", ".join(sorted(set(st.torch_ops))[:4])
-        return CallResult(case.label, error=(
-            f"{call} computed with PyTorch ({ops}). A graded function must do its arithmetic in a Triton "
-            "kernel; it may only allocate (torch.empty, empty_like, zeros), reshape and take views."))
-    if st.launches == 0:
-        return CallResult(case.label, error=f"{call} launched no Triton kernel. Launch yours with kernel[grid](...).")
+    if st.misuse(call):
+        return CallResult(case.label, error=st.misuse(call))
     if out is None:
         return CallResult(case.label, error=f"{call} returned None: return the output tensor.")
     if not isinstance(out, torch.Tensor):
