@@ -113,6 +113,8 @@ def write_report(res: dict, out: pathlib.Path) -> None:
     lines = ["# KernelLab on a GPU: notebooks executed and graded", ""] + res["header"] + [""]
     for part in res.get("parts", []):
         lines.append(f"- merged with a second run: {part[2].lstrip('- ')}")
+    if res.get("parts"):
+        lines.append("")
     for lesson in LESSONS:
         nbres = res["notebooks"][lesson]
         ref = "solution" if "solution" in res["grading"][lesson] else next(iter(res["grading"][lesson]))
