@@ -33,12 +33,14 @@ def graded(tmp_path_factory):
         "exiter": S.filled(rel, src, wrong["exit_in_fused"]),
         "deleter": S.filled(rel, src, drop=("add_correct",)),
     }
+    course.collect_from_lms(L, {"solution": subs.pop("solution")})  # the LMS path of the README
+    assert (course.ag / "submitted" / "solution" / L / f"{L}.ipynb").exists()
     for student, nb in subs.items():
         course.submit(L, student, nb)
     course.autograde(L)
     course.feedback(L)
     grades = course.export()
-    scores = {s: course.cell_scores(L, s) for s in subs}
+    scores = {s: course.cell_scores(L, s) for s in ["solution", *subs]}
     return course, grades, scores
 
 

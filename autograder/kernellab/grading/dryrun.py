@@ -47,6 +47,15 @@ class Course:
         S.write(nb, p)
         return p
 
+    def collect_from_lms(self, lesson: str, files: dict) -> None:
+        """Put LMS downloads (student -> notebook) where zip_collect looks, named <student>_<lesson>.ipynb,
+        and run ``nbgrader zip_collect``."""
+        archive = self.ag / "downloaded" / lesson / "archive"
+        archive.mkdir(parents=True, exist_ok=True)
+        for student, nb in files.items():
+            S.write(nb, archive / f"{student}_{lesson}.ipynb")
+        self.nbgrader("zip_collect", lesson, "--force")
+
     def autograde(self, lesson: str, student: str | None = None) -> float:
         t0 = time.monotonic()
         args = ["autograde", lesson, "--force"] + ([f"--student={student}"] if student else [])

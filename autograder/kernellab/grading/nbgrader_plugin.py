@@ -95,10 +95,11 @@ def configure(c, root) -> None:
     c.CourseDirectory.ignore = [".ipynb_checkpoints", "*.pyc", "__pycache__", "feedback", ".*"]
     # LMS downloads go to autograder/downloaded/<lesson>/archive/, named <student>_<lesson>.ipynb
     # (set FileNameCollectorPlugin.named_regexp for your LMS's own naming).
-    c.ZipCollectApp.collect_directory_name = "autograder/downloaded"
+    c.ZipCollectApp.downloaded_directory = "autograder/downloaded"
     c.ZipCollectApp.archive_directory = "archive"
     c.ZipCollectApp.extracted_directory = "extracted"
-    c.FileNameCollectorPlugin.named_regexp = r"^(?P<student_id>[^_/]+)_(?P<file_id>.+\.ipynb)$"
+    # nbgrader matches this against the whole path of each extracted file
+    c.FileNameCollectorPlugin.named_regexp = r".*/(?P<student_id>[^_/]+)_(?P<file_id>[^/]+\.ipynb)$"
     c.Execute.timeout = 600  # first calls compile Triton kernels; autotuning takes longer
     c.Execute.interrupt_on_timeout = True
     c.OverwriteCells.add_missing_cells = True
