@@ -7,7 +7,8 @@ from . import _env  # noqa: F401  (must be first)
 from .device import DEVICE, setup, fingerprint  # noqa: E402
 from .ceilings import measure_ceilings  # noqa: E402
 from .roofline import plot_roofline, record_point  # noqa: E402
-from . import lessons  # noqa: E402
+from . import lessons, tuning  # noqa: E402
+from .tuning import autotune  # noqa: E402
 
 __version__ = "0.1.0"
-__all__ = ["DEVICE", "setup", "fingerprint", "measure_ceilings", "plot_roofline", "record_point", "lessons"]
+__all__ = ["DEVICE", "setup", "fingerprint", "measure_ceilings", "plot_roofline", "record_point", "lessons", "autotune"]

@@ -126,13 +126,18 @@ def _write_lesson01(res: dict, out: pathlib.Path) -> None:
     ax.figure.savefig(out / "roofline.png", dpi=110)
 
 
-def run_bench(out_dir: str, quick: bool = False) -> None:
+def run_bench(out_dir: str, quick: bool = False, lessons=None) -> None:
     if not DEVICE.on_gpu:
         print("kernellab bench needs a CUDA GPU; this machine has none.")
         return
     out = pathlib.Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     print(fingerprint())
-    res = bench_lesson01(quick)
-    _write_lesson01(res, out)
-    print((out / "lesson01.md").read_text())
+    lessons = lessons or ["01_roofline_vector_add", "02_tiled_matmul"]
+    if "01_roofline_vector_add" in lessons:
+        _write_lesson01(bench_lesson01(quick), out)
+        print((out / "lesson01.md").read_text())
+    if "02_tiled_matmul" in lessons:
+        from .bench_matmul import bench_lesson02, write_lesson02
+        write_lesson02(bench_lesson02(quick), out, _header())
+        print((out / "lesson02.md").read_text())

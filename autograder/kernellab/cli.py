@@ -5,6 +5,10 @@ import argparse
 import sys
 
 
+def _split(text: str) -> list | None:
+    return [s for s in text.split(",") if s] or None
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="kernellab", description=__doc__)
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -13,9 +17,11 @@ def main(argv=None) -> int:
     be = sub.add_parser("bench", help="time the solution kernels against their baselines (GPU)")
     be.add_argument("--out", default="assets/bench", help="folder for the report and charts")
     be.add_argument("--quick", action="store_true", help="fewer sizes and repeats")
+    be.add_argument("--lessons", default="", help="comma-separated lesson ids (default: all with a benchmark)")
     g = sub.add_parser("gpu-report", help="bench + execute and autograde every lesson on this GPU")
     g.add_argument("--out", default="assets/gpu", help="folder for the reports")
     g.add_argument("--students", default="", help="comma-separated submissions to grade (default: all)")
+    g.add_argument("--lessons", default="", help="comma-separated lesson ids (default: all)")
     g.add_argument("--no-bench", action="store_true", help="skip the benchmark")
     g.add_argument("--no-execute", action="store_true", help="skip executing the solution notebooks")
     g.add_argument("--merge", nargs="+", metavar="JSON", help="only write one report from these gpu_report.json files")
@@ -26,14 +32,14 @@ def main(argv=None) -> int:
         build(args.lessons or None)
     elif args.cmd == "bench":
         from .bench import run_bench
-        run_bench(args.out, quick=args.quick)
+        run_bench(args.out, quick=args.quick, lessons=_split(args.lessons))
     elif args.cmd == "gpu-report":
         from .gpu_report import main as gpu_main, merge
         if args.merge:
             merge(args.merge, args.out)
             return 0
-        gpu_main(args.out, [s for s in args.students.split(",") if s] or None, bench=not args.no_bench,
-                 execute=not args.no_execute)
+        gpu_main(args.out, _split(args.students), bench=not args.no_bench, execute=not args.no_execute,
+                 lessons=_split(args.lessons))
     elif args.cmd == "fingerprint":
         from .device import fingerprint
         print(fingerprint())

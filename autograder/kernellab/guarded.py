@@ -42,9 +42,11 @@ def span_of(shape, strides) -> int:
 class Guarded:
     """A view with poisoned padding after it; ``guard_intact()`` says whether anything wrote there."""
 
-    def __init__(self, shape, dtype, device, strides=None, guard=GUARD, guard_value=None):
+    def __init__(self, shape, dtype, device, strides=None, guard=None, guard_value=None):
         shape = tuple(int(s) for s in shape)
         strides = tuple(strides) if strides is not None else contiguous_strides(shape)
+        if guard is None:  # a 2-D tile that runs past the last row reaches up to 256 rows further
+            guard = max([GUARD] + [256 * abs(int(st)) + 256 for st in strides[:-1] if len(strides) > 1])
         self.span = span_of(shape, strides)
         self.guard_value = poison_value(dtype) if guard_value is None else guard_value
         self.base = torch.full((self.span + guard,), poison_value(dtype), dtype=dtype, device=device)

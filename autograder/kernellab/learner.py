@@ -9,8 +9,8 @@ import os
 import sys
 
 from .device import DEVICE
-from .problems.base import (AnswersProblem, CorrectnessProblem, SpeedProblem, judge_answers,
-                            judge_correctness, run_correctness, seeded_generator)
+from .problems.base import (AnswersProblem, CorrectnessProblem, FunctionProblem, SpeedProblem, judge_answers,
+                            judge_correctness, judge_function, run_correctness, run_function, seeded_generator)
 from .report import CheckFailed, Score, say, speed_plot
 
 
@@ -33,6 +33,13 @@ def _correctness(problem: CorrectnessProblem, fn):
 def check(problem, *objs):
     if isinstance(problem, CorrectnessProblem):
         out = _correctness(problem, objs[0])
+        if not out.passed:
+            raise CheckFailed(f"{problem.title}: {out.message}")
+        say(f"✓ {problem.title}: {out.message}")
+        return None
+    if isinstance(problem, FunctionProblem):
+        cases = problem.make_cases(seeded_generator(_fresh_seed()))
+        out = judge_function(problem, cases, run_function(objs[0], problem, cases))
         if not out.passed:
             raise CheckFailed(f"{problem.title}: {out.message}")
         say(f"✓ {problem.title}: {out.message}")
@@ -69,7 +76,7 @@ def _check_speed(problem: SpeedProblem, fn):
     with tqdm(total=rounds, desc=f"timing {problem.names[0]} vs {problem.baseline_name}", file=sys.stdout,
               leave=False) as bar:
         m = measure_speed(fn, problem, seed, rounds=rounds, progress=bar)
-    out = judge_speed(problem, seed, m, ceil.copy_gbps)
+    out = judge_speed(problem, seed, m, ceil.copy_gbps, ceil.fp16_tflops)
     if m.get("error") or "flagged" in out.details or "sketch_error" in out.details:
         raise CheckFailed(f"{problem.title}: {out.message}")
     say(("✓ " if out.passed else "◐ ") + f"{problem.title}: {out.message}")

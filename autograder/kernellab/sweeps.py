@@ -35,8 +35,12 @@ def plot_sweep(rows: list[dict], copy_gbps: float, title: str, label: str = "you
         if key in rows[0]:
             ax.semilogx(ns, [r[key] for r in rows], style, label=name, base=2)
     ax.axhline(copy_gbps, color="grey", ls=":", lw=1, label=f"copy bandwidth {copy_gbps:,.0f} GB/s")
-    ax.set_xlabel("elements n (fp32)")
-    ax.set_ylabel("GB/s (3 x 4 x n bytes per call)")
+    return _label(ax, "elements n (fp32)", "GB/s (3 x 4 x n bytes per call)", title)
+
+
+def _label(ax, xlabel: str, ylabel: str, title: str):
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
     ax.set_title(title, fontsize=10)
     ax.legend(fontsize=8)
     ax.grid(alpha=0.3)
@@ -66,3 +70,30 @@ def bandwidth_sweep(add, max_log2: int | None = None, plot: bool = True) -> list
         plot_sweep(rows, copy, title)
         plt.show()
     return rows
+
+
+def matmul_sweep(fns: dict, sizes, rounds: int = 3) -> list[dict]:
+    """TFLOP/s of each ``name -> fn(a, b)`` on square fp16 matmuls, contenders interleaved."""
+    from tqdm.auto import tqdm
+
+    from .timing import interleaved
+    rows = []
+    for n in tqdm(list(sizes), desc="sizes", file=sys.stdout):
+        a, b = torch.randn(n, n, device="cuda").half(), torch.randn(n, n, device="cuda").half()
+        for fn in fns.values():  # compile and autotune outside the timed rounds
+            fn(a, b)
+        t = interleaved({k: (lambda f=f: f(a, b)) for k, f in fns.items()}, rounds)
+        rows.append({"n": n} | {f"{k}_tflops": 2 * n ** 3 / (t[k] * 1e-3) / 1e12 for k in fns})
+        del a, b
+    return rows
+
+
+def plot_matmul_sweep(rows: list[dict], title: str, ax=None):
+    import matplotlib.pyplot as plt
+    if ax is None:
+        _, ax = plt.subplots(figsize=(7, 3.8))
+    ns = [r["n"] for r in rows]
+    for i, key in enumerate(k for k in rows[0] if k.endswith("_tflops")):
+        ax.plot(ns, [r[key] for r in rows], "o-" if i == 0 else "s--", label=key[:-len("_tflops")])
+    ax.set_xscale("log", base=2)
+    return _label(ax, "M = N = K (fp16 inputs, fp32 accumulation)", "TFLOP/s (2 N^3 per call)", title)

@@ -28,11 +28,11 @@ def main(jobdir: str) -> int:
     import kernellab  # noqa: F401  (chooses GPU or interpreter before triton loads)
     from kernellab.device import DEVICE
     from kernellab.lessons import problems_of
-    from kernellab.problems.base import run_correctness, run_case
+    from kernellab.problems.base import run_case, run_correctness, run_function
     from kernellab.timing import measure_speed
 
     # Trusted references, bound before any learner code exists in this process.
-    _save, _run_corr, _run_case, _measure = torch.save, run_correctness, run_case, measure_speed
+    _save, _run_corr, _run_case, _run_fn, _measure = torch.save, run_correctness, run_case, run_function, measure_speed
     problem = problems_of(job["lesson"])[job["problem"]]
     out = {"error": None}
 
@@ -70,6 +70,10 @@ def main(jobdir: str) -> int:
         return finish(values=vals)
 
     fn = ns.get(problem.names[0])
+    if problem.kind == "function":
+        phase("run")
+        cases = [(label, [tuple(a) for a in calls]) for label, calls in job["calls"]]
+        return finish(results=_run_fn(fn, problem, cases))
     if problem.kind == "correctness":
         cases = torch.load(job_dir / "cases.pt", weights_only=False)
         phase("compile")  # first call: Triton compiles (and autotunes) here, under its own budget

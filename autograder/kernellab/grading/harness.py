@@ -20,7 +20,8 @@ import torch
 
 from ..device import DEVICE
 from ..lessons import problems_of
-from ..problems.base import (CallResult, Outcome, judge_answers, judge_correctness, seeded_generator)
+from ..problems.base import (CallResult, Outcome, judge_answers, judge_correctness, judge_function,
+                             seeded_generator)
 from .notebook_code import sources_for
 from .secret import problem_seed
 
@@ -99,7 +100,7 @@ def _versions() -> dict:
 
 
 def grade_problem(problem, nb, seed: int, copy_gbps: float | None = None, facts: dict | None = None,
-                  lesson: str = "") -> tuple[Outcome, dict]:
+                  lesson: str = "", matmul_tflops: float | None = None) -> tuple[Outcome, dict]:
     """Grade one problem of a submitted notebook in a fresh child process."""
     record = {"problem": problem.id, "kind": problem.kind, "seed": seed, "started": _now()}
     sources, missing = sources_for(nb, problem.names)
@@ -115,6 +116,9 @@ def grade_problem(problem, nb, seed: int, copy_gbps: float | None = None, facts:
             cases = problem.make_cases(seeded_generator(seed), DEVICE.on_gpu)
             torch.save(cases, jobdir / "cases.pt")
             record["shapes"] = [c.label for c in cases]
+        elif problem.kind == "function":
+            cases = problem.make_cases(seeded_generator(seed))
+            job["calls"] = cases
         elif problem.kind == "speed":
             # Inputs for timing come from a one-time seed derived here; the secret never leaves.
             job["seed"] = seed ^ int.from_bytes(os.urandom(5), "little")
@@ -130,13 +134,15 @@ def grade_problem(problem, nb, seed: int, copy_gbps: float | None = None, facts:
     if problem.kind == "correctness":
         results = [CallResult(r["label"], r.get("output"), r.get("error")) for r in data.get("results", [])]
         return judge_correctness(problem, cases, results), record
+    if problem.kind == "function":
+        return judge_function(problem, cases, data.get("results", [])), record
     if problem.kind == "answers":
         return judge_answers(problem, data.get("values", {}), facts or {}), record
     if problem.kind == "speed":
         from ..timing import judge_speed
         m = data["measurement"]
         m["sketches"] = [tuple(s) for s in m["sketches"]]
-        return judge_speed(problem, job["seed"], m, copy_gbps), record
+        return judge_speed(problem, job["seed"], m, copy_gbps, matmul_tflops), record
     return Outcome(problem.id, 0.0, f"unknown problem kind {problem.kind}"), record
 
 
@@ -172,7 +178,7 @@ def grade_notebook(nb, lesson: str, student: str, secret: bytes, logs_dir=None, 
         points = float(((cell or {}).get("metadata", {}).get("nbgrader") or {}).get("points", p.points))
         seed = problem_seed(secret, student, lesson, p.id)
         try:
-            outcome, record = grade_problem(p, nb, seed, ceil.copy_gbps, facts, lesson)
+            outcome, record = grade_problem(p, nb, seed, ceil.copy_gbps, facts, lesson, ceil.fp16_tflops)
         except Exception as exc:  # noqa: BLE001 - a harness failure costs this problem, not the notebook
             outcome, record = Outcome(p.id, 0.0, f"Grading this problem failed: {type(exc).__name__}: {exc}"), {}
         score = clamp_points(outcome.fraction, points)

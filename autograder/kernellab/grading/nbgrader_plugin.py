@@ -27,9 +27,23 @@ def _registered(lesson: str) -> dict:
     return problems_of(lesson) if lesson in LESSONS else {}
 
 
+def _measurement_cells(lesson: str) -> set:
+    """Read-only cells that only time and plot (sweeps, rooflines): they grade nothing, and on a GPU
+    they would add minutes per submission, so autograde leaves them out."""
+    import importlib
+
+    from ..lessons import LESSONS
+    if lesson not in LESSONS:
+        return set()
+    mod = importlib.import_module(f"kernellab.lessons.{LESSONS[lesson]}")
+    return set(getattr(mod, "MEASUREMENT_CELLS", ()))
+
+
 class SafeExecute(Execute):
     def preprocess(self, nb, resources):
-        self._kl_problems = _registered(resources.get("nbgrader", {}).get("assignment", ""))
+        lesson = resources.get("nbgrader", {}).get("assignment", "")
+        self._kl_problems = _registered(lesson)
+        self._kl_skip = _measurement_cells(lesson)
         try:
             return super().preprocess(nb, resources)
         except Exception as exc:  # noqa: BLE001 - e.g. DeadKernelError: keep what ran, grade the rest
@@ -45,6 +59,10 @@ class SafeExecute(Execute):
         if cell.cell_type == "code" and _grade_id(cell) in getattr(self, "_kl_problems", {}):
             cell.outputs = []
             return cell, resources  # graded in a separate process by GradeOfRecord
+        gid = ((cell.get("metadata") or {}).get("nbgrader") or {}).get("grade_id")
+        if cell.cell_type == "code" and gid in getattr(self, "_kl_skip", ()):
+            cell.outputs = [new_output("stream", name="stdout", text="(a measurement cell: not run while grading)\n")]
+            return cell, resources
         return super().preprocess_cell(cell, resources, index)
 
 

@@ -42,6 +42,24 @@ def known_wrong(lesson: str, source_nb) -> dict:
             "slow_add": {"add_code": edit("add_code", "BLOCK = 4096", "BLOCK = 32")["add_code"].replace(
                 "num_warps=8", "num_warps=1")},
         }
+    if lesson == "02_tiled_matmul":
+        k = text["matmul_code"]
+        no_mask = (k.replace(", mask=rk[None, :] < k_left, other=0.0", "")
+                   .replace(", mask=rk[:, None] < k_left, other=0.0", "")
+                   .replace(", mask=(rm[:, None] < M) & (rn[None, :] < N))", ")"))
+        assert no_mask.count("mask=") == k.count("mask=") - 3, "02: the masks of matmul_code changed"
+        return {
+            "no_tail_mask": {"matmul_code": no_mask},
+            "wrong_strides": edit("matmul_code", "a.stride(0), a.stride(1), b.stride(0), b.stride(1)", "K, 1, N, 1"),
+            "fp16_accumulation": {"matmul_code": edit("matmul_code", "dtype=tl.float32)\n", "dtype=tl.float16)\n")[
+                "matmul_code"].replace("acc = tl.dot(a, b, acc)", "acc = tl.dot(a, b, acc, out_dtype=tl.float16)")},
+            "row_major_order": {"tile_of_code": "def tile_of(pid, num_pid_m, num_pid_n, group_m):\n"
+                                                "    return pid // num_pid_n, pid % num_pid_n\n"},
+            "epilogue_without_bias": edit("matmul_code", "        acc += tl.load(bias_ptr", "        acc += 0 * tl.load(bias_ptr"),
+            # honest but slower: keep every correctness point, and the speed points their speed earns
+            "one_config_no_grouping": {"matmul_code": text["matmul_code"].replace(
+                "configs=CONFIGS,", "configs=CONFIGS[:1],").replace("GROUP_M=8", "GROUP_M=1")},
+        }
     return {}
 
 

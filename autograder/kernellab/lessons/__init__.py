@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import importlib
 
-LESSONS = {"01_roofline_vector_add": "lesson01"}
+LESSONS = {"01_roofline_vector_add": "lesson01", "02_tiled_matmul": "lesson02"}
 
 
 def problems_of(lesson_id: str) -> dict:

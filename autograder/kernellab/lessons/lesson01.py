@@ -152,6 +152,9 @@ FUSED_SPEED = SpeedProblem(
 
 PROBLEMS = [ANSWERS_ADD, ANSWERS_MM, ADD, ADD_BANDWIDTH, FUSED, FUSED_SPEED]
 
+# Ungraded read-only cells that only time or draw: autograde skips them (nbgrader_plugin).
+MEASUREMENT_CELLS = ("baseline", "sweep", "roofline_points")
+
 
 # ------------------------------------------------------------------ what the notebook calls
 def check_answers_add(ADD_BYTES, ADD_FLOPS, ADD_INTENSITY, ADD_BOUND):

@@ -11,6 +11,7 @@ import dataclasses
 import math
 from typing import Any, Callable
 
+import numpy
 import torch
 
 from ..compare import compare
@@ -24,6 +25,7 @@ class Case:
     label: str
     inputs: list  # CPU tensors
     kwargs: dict = dataclasses.field(default_factory=dict)
+    tags: tuple = ()  # what is special about this case ("k_tail", "a_transposed", ...), for hints
 
 
 @dataclasses.dataclass
@@ -66,6 +68,7 @@ class CorrectnessProblem(Problem):
     out_dtype: Callable = None  # (case) -> dtype
     out_shape: Callable = None  # (case) -> shape
     tolerance_repeat: float = 0.0  # repeated runs must agree within this relative error
+    hints: dict = dataclasses.field(default_factory=dict)  # case tag -> what it means when only those fail
 
     kind = "correctness"
 
@@ -80,8 +83,8 @@ def run_case(fn, problem: CorrectnessProblem, case: Case, device: str) -> CallRe
     guards = [guarded_copy(t, device) for t in case.inputs]
     views = [g.view for g in guards]
     before = [v.clone() for v in views]
-    try:
-        with watched() as st:
+    try:  # numpy's overflow warnings from the interpreter (exp of a large value) are not the learner's concern
+        with watched() as st, numpy.errstate(all="ignore"):
             out = fn(*views, **case.kwargs)
     except Exception as exc:  # noqa: BLE001 - any learner error becomes a paragraph
         return CallResult(case.label, error=describe_exception(exc, call))
@@ -159,7 +162,8 @@ def judge_correctness(problem: CorrectnessProblem, cases: list, results: list) -
         others = [w[0] for w in wrong if w[0] != label][:3]
         also = f" Also wrong: {'; '.join(others)}." if others else ""
         details["wrong_cases"] = [w[0] for w in wrong]
-        return Outcome(problem.id, 0.0, f"Wrong result for {label}. {msg}{also}", details)
+        hint = pattern_hint(problem, cases, {w[0] for w in wrong})
+        return Outcome(problem.id, 0.0, f"Wrong result for {label}. {hint}{msg}{also}", details)
     if len(results) < len(cases) + 1:
         return Outcome(problem.id, 0.0, f"Only {len(results)} of {len(cases) + 1} calls finished.", details)
     first, again = results[0].output, results[-1].output
@@ -171,6 +175,98 @@ def judge_correctness(problem: CorrectnessProblem, cases: list, results: list) -
     details["worst_rel_error"] = worst
     return Outcome(problem.id, 1.0, f"Correct on all {len(cases)} cases (worst relative error {worst:.1e}).",
                    details)
+
+
+def pattern_hint(problem: CorrectnessProblem, cases: list, wrong_labels: set) -> str:
+    """Name the likely mistake when the failing cases share a tag that no passing case has
+    (wrong only on transposed inputs -> strides; only where K is not a multiple of the block -> K mask)."""
+    if not problem.hints:
+        return ""
+    wrong = [set(c.tags) for c in cases if c.label in wrong_labels]
+    right = [set(c.tags) for c in cases if c.label not in wrong_labels]
+    if not wrong:
+        return ""
+    shared = set.intersection(*wrong) - set().union(*right)
+    said = [problem.hints[t] for t in problem.hints if t in shared]  # the hints are ordered: most specific first
+    return said[0] + " " if said else ""
+
+
+# ---------------------------------------------------------------- pure Python functions
+
+@dataclasses.dataclass
+class FunctionProblem(Problem):
+    """A plain Python function of integers, checked on the CPU against a reference."""
+    signature: str = ""
+    make_cases: Callable = None  # (generator) -> list of (label, list of argument tuples)
+    reference: Callable = None  # (*args) -> expected result (a tuple of ints)
+    diagnose: Callable = None  # (label, calls, got, expected) -> extra words, or ""
+
+    kind = "function"
+
+    @property
+    def n_args(self) -> int:
+        return self.signature.count(",") + 1
+
+
+def _plain(value):
+    """A result as plain data (tuple of ints), or None when it is not one."""
+    if isinstance(value, (tuple, list)):
+        items = []
+        for v in value:
+            if hasattr(v, "item") and getattr(v, "numel", lambda: 2)() == 1:
+                v = v.item()
+            if isinstance(v, bool) or not isinstance(v, int):
+                return None
+            items.append(int(v))
+        return tuple(items)
+    return None
+
+
+def run_function(fn, problem: FunctionProblem, cases: list) -> list:
+    """[{'label', 'output': list of results or None, 'error'}] for each case; stops at an error."""
+    bad = signature_problem(fn, problem.n_args, problem.names[0], problem.signature)
+    if bad:
+        return [{"label": "signature", "output": None, "error": bad}]
+    results = []
+    for label, calls in cases:
+        outs = []
+        for args in calls:
+            try:
+                got = fn(*args)
+            except Exception as exc:  # noqa: BLE001
+                return results + [{"label": label, "output": None,
+                                   "error": describe_exception(exc, f"`{problem.names[0]}{tuple(args)}`")}]
+            plain = _plain(got)
+            if plain is None:
+                return results + [{"label": label, "output": None, "error": (
+                    f"`{problem.names[0]}{tuple(args)}` returned {type(got).__name__} {str(got)[:40]}; "
+                    "expected a tuple of Python ints.")}]
+            outs.append(list(plain))
+        results.append({"label": label, "output": outs, "error": None})
+    return results
+
+
+def judge_function(problem: FunctionProblem, cases: list, results: list) -> Outcome:
+    if not results:
+        return Outcome(problem.id, 0.0, "The code produced no results (did the process die?).")
+    for (label, calls), res in zip(cases, results):
+        if res.get("error"):
+            return Outcome(problem.id, 0.0, res["error"])
+        got = [tuple(o) for o in res["output"]]
+        want = [tuple(problem.reference(*args)) for args in calls]
+        if len(got) != len(want):
+            return Outcome(problem.id, 0.0, f"{label}: only {len(got)} of {len(want)} results came back.")
+        bad = [i for i, (g, w) in enumerate(zip(got, want)) if g != w]
+        if bad:
+            i = bad[0]
+            extra = problem.diagnose(label, calls, got, want) if problem.diagnose else ""
+            return Outcome(problem.id, 0.0, (
+                f"{label}: {problem.names[0]}{tuple(calls[i])} returned {got[i]}, expected {want[i]} "
+                f"({len(bad)} of {len(want)} calls wrong). {extra}").strip())
+    if len(results) < len(cases):
+        return Outcome(problem.id, 0.0, f"Only {len(results)} of {len(cases)} cases finished.")
+    n = sum(len(c) for _, c in cases)
+    return Outcome(problem.id, 1.0, f"Right on all {n} calls in {len(cases)} grids.")
 
 
 # ---------------------------------------------------------------- numeric answers
@@ -221,6 +317,7 @@ class SpeedProblem(Problem):
     baseline_name: str = ""
     reference_at: Callable = None  # (inputs, flat_idx) -> float64 values of the right output there
     bytes_moved: Callable = None  # (inputs) -> minimum bytes the candidate must move
+    flops: Callable = None  # (inputs) -> FLOPs the candidate must do (None: not compute-bound)
     baseline_bytes: Callable = None  # (inputs) -> bytes the baseline moves (for bandwidth metrics)
     metric: str = "speedup"  # "speedup": t_base / t_cand; "bandwidth": cand GB/s over base GB/s
     bands: tuple = ()  # ((threshold, fraction), ...) best first

@@ -1,0 +1,39 @@
+"""Autotuning that also works in the CPU interpreter, and what each configuration costs in shared memory."""
+from __future__ import annotations
+
+from .device import DEVICE
+
+T4_SHARED_BYTES = 64 * 1024  # per block on sm_75; the smallest of the GPUs the course supports
+
+
+def autotune(configs: list, key: list, **kwargs):
+    """``triton.autotune`` on a GPU. The interpreter cannot benchmark (it has no driver), so there
+    the kernel runs with the first configuration: put a small, portable one first."""
+    import triton
+
+    if DEVICE.on_gpu:
+        return triton.autotune(configs=configs, key=key, **kwargs)
+    return triton.autotune(configs=list(configs)[:1], key=key)
+
+
+def shared_bytes(config, elem_bytes: int = 2) -> int:
+    """Shared memory a pipelined matmul tile needs: one A tile and one B tile per stage."""
+    kw = config.kwargs
+    bm, bn, bk = kw["BLOCK_M"], kw["BLOCK_N"], kw["BLOCK_K"]
+    return config.num_stages * (bm * bk + bk * bn) * elem_bytes
+
+
+def show_configs(configs: list) -> list[dict]:
+    """Print each configuration with its shared memory, and whether it fits a T4 (64 KB)."""
+    rows = []
+    print(f"{'BLOCK_M':>7} {'BLOCK_N':>7} {'BLOCK_K':>7} {'stages':>6} {'warps':>5} {'shared KB':>9}  fits a T4?")
+    for c in configs:
+        kb = shared_bytes(c) / 1024
+        fits = shared_bytes(c) <= T4_SHARED_BYTES
+        kw = c.kwargs
+        print(f"{kw['BLOCK_M']:>7} {kw['BLOCK_N']:>7} {kw['BLOCK_K']:>7} {c.num_stages:>6} {c.num_warps:>5} "
+              f"{kb:>9.0f}  {'yes' if fits else 'no: skipped there (OutOfResources)'}")
+        rows.append({"config": str(c), "shared_kb": kb, "fits_t4": fits})
+    if not any(r["fits_t4"] for r in rows):
+        print("No configuration fits 64 KB: on a T4 autotuning would find nothing that runs. Add a small one.")
+    return rows

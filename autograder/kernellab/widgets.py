@@ -1,0 +1,79 @@
+"""Interactive pictures of how kernels move data (ipywidgets + matplotlib; no extension needed)."""
+from __future__ import annotations
+
+
+def _row_major(pid, num_pid_m, num_pid_n, group_m):
+    return pid // num_pid_n, pid % num_pid_n
+
+
+def wave_footprint(tile_of, num_pid_m: int, num_pid_n: int, group_m: int, first: int, count: int):
+    """Tiles computed by programs first..first+count-1, and the A row blocks / B column blocks they read."""
+    tiles = [tuple(tile_of(p, num_pid_m, num_pid_n, group_m))
+             for p in range(first, min(first + count, num_pid_m * num_pid_n))]
+    return tiles, sorted({m for m, _ in tiles}), sorted({n for _, n in tiles})
+
+
+def _draw(ax, tiles, done, rows, cols, num_pid_m, num_pid_n, title):
+    import matplotlib.patches as patches
+
+    ax.clear()
+    ax.set_xlim(-1.6, num_pid_n)
+    ax.set_ylim(num_pid_m, -1.6)
+    ax.set_aspect("equal")
+    ax.axis("off")
+    for m, n in done:
+        ax.add_patch(patches.Rectangle((n, m), 1, 1, color="0.85"))
+    for m, n in tiles:
+        ax.add_patch(patches.Rectangle((n, m), 1, 1, color="C1"))
+    for m in rows:  # A's row blocks, drawn left of C
+        ax.add_patch(patches.Rectangle((-1.5, m), 1, 1, color="C0"))
+    for n in cols:  # B's column blocks, drawn above C
+        ax.add_patch(patches.Rectangle((n, -1.5), 1, 1, color="C2"))
+    ax.add_patch(patches.Rectangle((0, 0), num_pid_n, num_pid_m, fill=False, lw=1))
+    ax.text(-1.0, -0.9, "A", ha="center", fontsize=9)
+    ax.text(-0.3, -1.0, "B", ha="right", fontsize=9)
+    ax.set_title(title, fontsize=9)
+
+
+def tile_order(tile_of=None, num_pid_m: int = 16, num_pid_n: int = 16, group_m: int = 4, wave: int | None = None):
+    """Which tiles one wave of programs computes, and which strips of A and B it has to read.
+
+    Left: row-major order. Right: ``tile_of`` (yours, or the grouped reference). Orange tiles are
+    being computed by the current wave; blue and green strips are what that wave reads from A and B.
+    Fewer strips for the same number of tiles means more reuse from L2.
+    """
+    import matplotlib.pyplot as plt
+
+    from .device import DEVICE
+    from .lessons.lesson02 import grouped_tile
+
+    mapping = tile_of or grouped_tile
+    wave = wave or (DEVICE.sms if DEVICE.on_gpu and DEVICE.sms else 24)
+    total = num_pid_m * num_pid_n
+
+    def render(step=0, group=group_m):
+        first = min(step * wave, total - 1)
+        fig, axes = plt.subplots(1, 2, figsize=(9, 4.6))
+        for ax, (fn, name) in zip(axes, ((_row_major, "row-major"), (mapping, "grouped" if tile_of is None else "your tile_of"))):
+            tiles, rows, cols = wave_footprint(fn, num_pid_m, num_pid_n, group, first, wave)
+            done, _, _ = wave_footprint(fn, num_pid_m, num_pid_n, group, 0, first)
+            strips = len(rows) + len(cols)
+            _draw(ax, tiles, done, rows, cols, num_pid_m, num_pid_n,
+                  f"{name}: {len(tiles)} tiles read {len(rows)} A + {len(cols)} B strips ({strips} in all)")
+        fig.suptitle(f"programs {first}..{min(first + wave, total) - 1} of {total} "
+                     f"(one wave = {wave} programs, GROUP_M = {group})", fontsize=10)
+        fig.tight_layout()
+        plt.show()
+
+    try:
+        import ipywidgets as w
+        from IPython.display import display
+    except ImportError:  # plain Python: one static picture
+        render(0)
+        return None
+    step = w.IntSlider(0, 0, max(0, (total - 1) // wave), description="wave")
+    group = w.IntSlider(group_m, 1, num_pid_m, description="GROUP_M")
+    out = w.interactive_output(render, {"step": step, "group": group})
+    box = w.VBox([w.HBox([step, group]), out])
+    display(box)
+    return box

@@ -1,0 +1,81 @@
+"""Lesson 02's pieces on the CPU: the program-order check and its hints, the matmul hints from
+failure patterns, shared-memory accounting for a T4, the order widget's arithmetic, guard sizes."""
+import pytest
+import torch
+
+from kernellab.bench_matmul import _load
+from kernellab.grading import submissions as S
+from kernellab.build import repo_root
+from kernellab.guarded import GUARD, Guarded
+from kernellab.lessons import lesson02 as L
+from kernellab.problems.base import judge_function, run_function, seeded_generator
+from kernellab.report import CheckFailed
+from kernellab.tuning import T4_SHARED_BYTES, shared_bytes
+from kernellab.widgets import _row_major, wave_footprint
+
+SRC = S.read(repo_root() / "solutions" / L.LESSON / f"{L.LESSON}.ipynb")
+
+
+def _judge_tiles(fn):
+    cases = L.TILE_OF.make_cases(seeded_generator(3))
+    return judge_function(L.TILE_OF, cases, run_function(fn, L.TILE_OF, cases))
+
+
+def test_reference_order_visits_every_tile_once_and_groups_rows():
+    tiles = [L.grouped_tile(p, 13, 7, 4) for p in range(13 * 7)]
+    assert sorted(tiles) == [(m, n) for m in range(13) for n in range(7)]
+    assert tiles[:5] == [(0, 0), (1, 0), (2, 0), (3, 0), (0, 1)]
+    assert tiles[-1] == (12, 6)  # the last group has a single row
+
+
+@pytest.mark.parametrize("fn, words", [
+    (lambda pid, m, n, g: (pid // n, pid % n), "row-major order"),
+    (lambda pid, m, n, g: (0, 0), "exactly once"),
+    (lambda pid, m, n, g: ((pid // (g * n)) * g + (pid % (g * n)) % g, (pid % (g * n)) // g), "last group"),
+    (lambda pid, m, n, g: [float(pid), 0.0], "tuple of Python ints"),
+    (lambda pid, m, n: (0, 0), "4 positional arguments"),
+])
+def test_tile_order_mistakes_are_named(fn, words):
+    out = _judge_tiles(fn)
+    assert out.fraction == 0 and words in out.message, out.message
+
+
+def test_reference_order_passes_its_own_check():
+    assert _judge_tiles(L.grouped_tile).fraction == 1
+
+
+def test_grouped_wave_reads_fewer_strips_than_row_major():
+    _, rows_g, cols_g = wave_footprint(L.grouped_tile, 16, 16, 4, 0, 24)
+    _, rows_r, cols_r = wave_footprint(_row_major, 16, 16, 4, 0, 24)
+    assert len(rows_g) + len(cols_g) < len(rows_r) + len(cols_r)
+
+
+def test_configs_include_t4_sized_ones_and_the_interpreter_pick_fits():
+    configs = _load()["CONFIGS"]
+    assert shared_bytes(configs[0]) <= T4_SHARED_BYTES
+    assert sum(shared_bytes(c) <= T4_SHARED_BYTES for c in configs) >= 3
+
+
+def test_two_dimensional_guard_covers_a_block_of_rows_past_the_end():
+    g = Guarded((40, 1000), torch.float16, "cpu")
+    assert g.base.numel() - g.span >= 256 * 1000
+    assert Guarded((10,), torch.float32, "cpu").base.numel() - 10 == GUARD
+
+
+@pytest.mark.parametrize("bug, words", [("wrong_strides", "transposed"), ("fp16_accumulation", "long-K")])
+def test_learner_check_names_the_bug(bug, words):
+    wrong = S.known_wrong(L.LESSON, SRC)[bug]
+    matmul = _load(wrong)["matmul"]
+    with pytest.raises(CheckFailed) as info:
+        L.check_matmul(matmul)
+    assert words in str(info.value), str(info.value)
+
+
+def test_k_tail_hint_when_only_the_k_mask_is_missing():
+    text = S.solution_texts(SRC)["matmul_code"]
+    no_k_mask = (text.replace(", mask=rk[None, :] < k_left, other=0.0", "")
+                 .replace(", mask=rk[:, None] < k_left, other=0.0", ""))
+    matmul = _load({"matmul_code": no_k_mask})["matmul"]
+    with pytest.raises(CheckFailed) as info:
+        L.check_matmul(matmul)
+    assert "K is not a multiple of the block" in str(info.value), str(info.value)

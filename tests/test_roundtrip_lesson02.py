@@ -1,0 +1,96 @@
+"""Lesson 02 through the instructor's round trip (nbgrader generate, autograde, feedback, export):
+the solution, the blank release, and wrong submissions that must lose exactly what they break."""
+import pytest
+
+from kernellab.grading import submissions as S
+from kernellab.grading.dryrun import Course
+
+L = "02_tiled_matmul"
+CORRECTNESS = {"answers_reuse": 2, "tile_mapping": 2, "matmul_correct": 4, "epilogue_correct": 3}
+SPEED = {"matmul_speed", "epilogue_speed"}
+
+
+def _combine(src_nb, *overrides):
+    """Several known bugs in one submission (each in its own problem), to keep the CPU suite short."""
+    out = {}
+    for o in overrides:
+        assert not set(o) & set(out), "combined bugs must edit different cells"
+        out.update(o)
+    return out
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    course = Course(tmp_path_factory.mktemp("course02"))
+    course.generate(L)
+    rel, src = course.release_nb(L), course.source_nb(L)
+    wrong = S.known_wrong(L, src)
+    subs = {
+        "solution": S.filled(rel, src),
+        "blank": rel,
+        "nomask": S.filled(rel, src, wrong["no_tail_mask"]),
+        "strides_rowmajor": S.filled(rel, src, _combine(src, wrong["wrong_strides"], wrong["row_major_order"])),
+        "fp16acc": S.filled(rel, src, wrong["fp16_accumulation"]),
+        "nobias": S.filled(rel, src, wrong["epilogue_without_bias"]),
+    }
+    for student, nb in subs.items():
+        course.submit(L, student, nb)
+    course.autograde(L)
+    course.feedback(L)
+    grades = course.export()
+    scores = {s: course.cell_scores(L, s) for s in subs}
+    return course, grades, scores
+
+
+def _lost(scores, student):
+    return {g for g in scores["solution"] if scores[student][g] != scores["solution"][g]}
+
+
+def test_solution_gets_every_correctness_point_and_no_speed_on_cpu(graded):
+    course, grades, scores = graded
+    for gid, pts in CORRECTNESS.items():
+        assert scores["solution"][gid] == pts, (gid, course.result(L, "solution", gid)["why"])
+    for gid in SPEED:
+        assert scores["solution"][gid] == 0
+        assert "only graded on a GPU" in course.result(L, "solution", gid)["why"]
+    assert grades["solution"][L] == sum(CORRECTNESS.values())
+
+
+def test_blank_release_scores_zero(graded):
+    course, _, scores = graded
+    assert all(v == 0 for v in scores["blank"].values())
+    assert "not written yet" in course.result(L, "blank", "matmul_correct")["why"]
+    assert "not written yet" in course.result(L, "blank", "tile_mapping")["why"]
+
+
+def test_unmasked_tails_lose_the_kernel_problems_with_a_mask_hint(graded):
+    course, _, scores = graded
+    assert _lost(scores, "nomask") == {"matmul_correct", "epilogue_correct"}
+    assert "mask" in course.result(L, "nomask", "matmul_correct")["why"].lower()
+
+
+def test_wrong_strides_and_row_major_order_each_say_so(graded):
+    course, _, scores = graded
+    assert _lost(scores, "strides_rowmajor") == {"matmul_correct", "epilogue_correct", "tile_mapping"}
+    why = course.result(L, "strides_rowmajor", "matmul_correct")["why"]
+    assert "transposed" in why and "stride" in why, why
+    assert "row-major order" in course.result(L, "strides_rowmajor", "tile_mapping")["why"]
+
+
+def test_fp16_accumulation_loses_only_matmul_and_names_the_accumulator(graded):
+    course, _, scores = graded
+    assert _lost(scores, "fp16acc") == {"matmul_correct"}
+    why = course.result(L, "fp16acc", "matmul_correct")["why"]
+    assert "long-K" in why and "float32" in why, why
+
+
+def test_missing_bias_loses_only_the_epilogue(graded):
+    _, _, scores = graded
+    assert _lost(scores, "nobias") == {"epilogue_correct"}
+
+
+def test_feedback_and_export_cover_every_student(graded):
+    course, grades, _ = graded
+    for student in ("solution", "blank", "nomask", "strides_rowmajor", "fp16acc", "nobias"):
+        assert (course.ag / "feedback" / student / L / f"{L}.html").exists()
+        assert student in grades
