@@ -20,6 +20,7 @@ def test_import_sets_interpreter_before_triton_and_prints_fingerprint():
     out = r.stdout.splitlines()
     assert out[0] == "1"
     assert "Triton interpreter" in out[1] and "torch" in out[1] and "triton" in out[1]
+    assert out[2].startswith("can: correctness checks only | cannot: ") and "bf16" in out[2] and "TMA" in out[2]
 
 
 def test_triton_imported_first_without_gpu_is_a_clear_error():

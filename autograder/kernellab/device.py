@@ -76,7 +76,23 @@ def fingerprint(dev: Device = DEVICE) -> str:
             f"torch {dev.torch_version} | triton {dev.triton_version}")
 
 
+def abilities(dev: Device = DEVICE) -> list[tuple[str, bool, str]]:
+    """(feature, available, why not) for what the lessons' extensions need."""
+    cc = dev.capability or (0, 0)
+    where = dev.cc if dev.on_gpu else "the CPU interpreter"
+    return [
+        # Triton lowers tl.dot to tensor cores from sm_80; on a T4 it runs on the FMA units (right, slower)
+        ("tensor-core tl.dot (fp16)", dev.on_gpu and cc >= (8, 0), f"needs sm_80+; {where} computes it without"),
+        ("bf16", dev.supports_bf16(), f"needs sm_80+; {where} has no bf16"),
+        ("TF32 tl.dot on fp32", dev.on_gpu and cc >= (8, 0), f"needs sm_80+ ({where})"),
+        ("FP8", dev.supports_fp8(), f"needs sm_89+ ({where})"),
+        ("TMA", dev.supports_tma(), f"needs sm_90 ({where})"),
+    ]
+
+
 def setup() -> Device:
-    """The notebooks' setup call: print the one-line fingerprint and return the device."""
+    """The notebooks' setup call: print the fingerprint and what this device can and cannot do."""
     print(fingerprint())
+    print("can: " + (", ".join(n for n, ok, _ in abilities() if ok) or "correctness checks only") +
+          " | cannot: " + (", ".join(n for n, ok, _ in abilities() if not ok) or "-"))
     return DEVICE
