@@ -79,3 +79,11 @@ def test_k_tail_hint_when_only_the_k_mask_is_missing():
     with pytest.raises(CheckFailed) as info:
         L.check_matmul(matmul)
     assert "K is not a multiple of the block" in str(info.value), str(info.value)
+
+
+def test_out_of_shared_memory_says_which_knobs_to_turn():
+    from triton.runtime.errors import OutOfResources
+
+    from kernellab.invoke import describe_exception
+    msg = describe_exception(OutOfResources(196608, 65536, "shared memory"), "`matmul` on M=128")
+    assert "196608" in msg and "num_stages" in msg and "64 KB" in msg, msg

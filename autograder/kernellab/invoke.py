@@ -30,7 +30,8 @@ def describe_exception(exc: BaseException, call: str) -> str:
                 "Keep the signature from the stub.")
     if "OutOfResources" in name or "out of resource" in first.lower():
         return (f"The Triton kernel in {call} needs more on-chip resources than this GPU has ({first}). "
-                "Use a smaller BLOCK or fewer stages.")
+                "Use smaller blocks or fewer num_stages; when autotuning, include configurations that fit "
+                "(kl.tuning.show_configs lists each one's shared memory; a T4 has 64 KB).")
     if "CompilationError" in name or "CompileTimeAssertionFailure" in name:
         detail = " ".join(s.strip() for s in msg[-3:] if s.strip())
         return f"The Triton kernel in {call} did not compile: {detail[:400]}"
