@@ -11,7 +11,7 @@ from kernellab.lessons import lesson02 as L
 from kernellab.problems.base import judge_function, run_function, seeded_generator
 from kernellab.report import CheckFailed
 from kernellab.tuning import T4_SHARED_BYTES, shared_bytes
-from kernellab.widgets import _row_major, wave_footprint
+from kernellab.widgets import wave_footprint
 
 SRC = S.read(repo_root() / "solutions" / L.LESSON / f"{L.LESSON}.ipynb")
 
@@ -46,7 +46,7 @@ def test_reference_order_passes_its_own_check():
 
 def test_grouped_wave_reads_fewer_strips_than_row_major():
     _, rows_g, cols_g = wave_footprint(L.grouped_tile, 16, 16, 4, 0, 24)
-    _, rows_r, cols_r = wave_footprint(_row_major, 16, 16, 4, 0, 24)
+    _, rows_r, cols_r = wave_footprint(L.row_major_tile, 16, 16, 4, 0, 24)
     assert len(rows_g) + len(cols_g) < len(rows_r) + len(cols_r)
 
 

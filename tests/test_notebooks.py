@@ -9,6 +9,7 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
+from kernellab._meta import GIT_URL, colab_url
 from kernellab.build import generate_fresh, tool_env
 from kernellab.lessons import LESSONS
 
@@ -63,7 +64,7 @@ def test_no_notebook_carries_outputs_and_each_has_a_colab_badge():
                 assert not c["outputs"] and c["execution_count"] is None, nb_path
         first = "".join(nb["cells"][0]["source"])
         lesson = nb_path.stem
-        assert f"blob/main/notebooks/{lesson}/{lesson}.ipynb" in first, nb_path
+        assert colab_url(lesson) in first, nb_path
 
 
 def _validate(*args):
@@ -86,5 +87,6 @@ def test_setup_cell_imports_kernellab_before_triton():
         nb = nbformat.read(str(ROOT / "solutions" / lesson / f"{lesson}.ipynb"), as_version=4)
         first_code = next(c for c in nb.cells if c.cell_type == "code").source
         assert first_code.index("import kernellab") < first_code.index("import triton")
+        assert GIT_URL in first_code, "the setup cell installs kernellab from the pinned ref in kernellab/_meta.py"
         assert "google.colab" in first_code and "torch" not in first_code.split("import kernellab")[0].replace(
             "torch and triton", "")

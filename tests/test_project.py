@@ -5,6 +5,8 @@ import tomllib
 
 import yaml
 
+from kernellab._meta import colab_url
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 CONDA_NAMES = {"torch": "pytorch"}  # PyPI name -> conda-forge name
 
@@ -31,5 +33,5 @@ def test_readme_names_the_two_commands_and_every_lesson_with_a_badge():
     assert "bash scripts/test.sh" in ci and "bash scripts/start.sh" in ci
     from kernellab.lessons import LESSONS
     for lesson in LESSONS:
-        assert f"blob/main/notebooks/{lesson}/{lesson}.ipynb" in readme
+        assert colab_url(lesson) in readme
     assert "hidden" in readme.lower() and "secret" in readme.lower()

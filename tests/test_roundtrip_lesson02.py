@@ -3,14 +3,14 @@ the solution, the blank release, and wrong submissions that must lose exactly wh
 import pytest
 
 from kernellab.grading import submissions as S
-from kernellab.grading.dryrun import Course
+from kernellab.grading.dryrun import Course, differs
 
 L = "02_tiled_matmul"
 CORRECTNESS = {"answers_reuse": 2, "tile_mapping": 2, "matmul_correct": 4, "epilogue_correct": 3}
 SPEED = {"matmul_speed", "epilogue_speed"}
 
 
-def _combine(src_nb, *overrides):
+def _combine(*overrides):
     """Several known bugs in one submission (each in its own problem), to keep the CPU suite short."""
     out = {}
     for o in overrides:
@@ -29,21 +29,16 @@ def graded(tmp_path_factory):
         "solution": S.filled(rel, src),
         "blank": rel,
         "nomask": S.filled(rel, src, wrong["no_tail_mask"]),
-        "strides_rowmajor": S.filled(rel, src, _combine(src, wrong["wrong_strides"], wrong["row_major_order"])),
+        "strides_rowmajor": S.filled(rel, src, _combine(wrong["wrong_strides"], wrong["row_major_order"])),
         "fp16acc": S.filled(rel, src, wrong["fp16_accumulation"]),
         "nobias": S.filled(rel, src, wrong["epilogue_without_bias"]),
     }
-    for student, nb in subs.items():
-        course.submit(L, student, nb)
-    course.autograde(L)
-    course.feedback(L)
-    grades = course.export()
-    scores = {s: course.cell_scores(L, s) for s in subs}
+    grades, scores = course.round_trip(L, subs)
     return course, grades, scores
 
 
 def _lost(scores, student):
-    return {g for g in scores["solution"] if scores[student][g] != scores["solution"][g]}
+    return differs(scores["solution"], scores[student])
 
 
 def test_solution_gets_every_correctness_point_and_no_speed_on_cpu(graded):

@@ -8,6 +8,7 @@ import sys
 
 import torch
 
+from .compare import rel_error
 from .device import DEVICE
 from .timing import interleaved
 
@@ -17,39 +18,22 @@ TARGETS = {1024: 0.9, 2048: 0.95, 4096: 0.95, 8192: 0.95}  # x cuBLAS (COURSE_DE
 
 
 def _load(overrides: dict | None = None) -> dict:
-    """The solution's namespace, or a variant's (solution cells with some sources replaced)."""
-    from .build import repo_root
-    from .grading.notebook_code import exec_cells, new_namespace, read_notebook, sources_for
-    from .grading.submissions import _gid, solution_texts
-    nb = read_notebook(repo_root() / "solutions" / LESSON / f"{LESSON}.ipynb")
-    texts = solution_texts(nb)
-    for c in nb.cells:
-        gid = _gid(c)
-        if gid in texts:
-            c.source = (overrides or {}).get(gid, texts[gid])
-    sources, missing = sources_for(nb, ("matmul", "matmul_bias_gelu"))
-    if missing:
-        raise RuntimeError(missing)
-    ns = new_namespace()
-    exec_cells(sources, ns, tag=f"{LESSON}-bench")
-    return ns
-
-
-def _rel(out, ref) -> float:
-    return ((out.double() - ref.double()).norm() / ref.double().norm()).item()
+    """The solution's namespace, or a variant's (some solution cells replaced)."""
+    from .bench import load_solution
+    return load_solution(LESSON, ("matmul", "matmul_bias_gelu"), overrides)
 
 
 def _odd_shape_error(matmul) -> float:
     g = torch.Generator(device="cuda").manual_seed(7)
     a = torch.randn(1531, 2053, device="cuda", generator=g).half().t().contiguous().t()[:, :1999]
     b = torch.randn(1999, 1009, device="cuda", generator=g).half()
-    return _rel(matmul(a, b), a.double() @ b.double())
+    return rel_error(matmul(a, b), a.double() @ b.double())
 
 
 def bench_lesson02(quick: bool = False) -> dict:
     from tqdm.auto import tqdm
 
-    from .grading.submissions import known_wrong, read
+    from .grading.submissions import known_wrong, read, solution_texts
     from .build import repo_root
     from .lessons.lesson02 import EPILOGUE_SHAPE, matmul_bias_gelu_eager
     from .sweeps import matmul_sweep
@@ -62,7 +46,7 @@ def bench_lesson02(quick: bool = False) -> dict:
     for dtype in dtypes:
         for n in tqdm(SIZES, desc=f"matmul {str(dtype)[6:]}", file=sys.stdout):
             a, b = torch.randn(n, n, device="cuda").to(dtype), torch.randn(n, n, device="cuda").to(dtype)
-            err = _rel(matmul(a, b), a.float() @ b.float())
+            err = rel_error(matmul(a, b), a.float() @ b.float())
             torch.matmul(a, b)
             t = interleaved({"solution": lambda: matmul(a, b), "cublas": lambda: torch.matmul(a, b)}, rounds)
             f = 2 * n ** 3
@@ -72,7 +56,6 @@ def bench_lesson02(quick: bool = False) -> dict:
                 "vs_cublas": t["cublas"] / t["solution"], "target": TARGETS[n],
                 "rounds_solution": t["solution_all"], "rounds_cublas": t["cublas_all"],
                 "config": str(ns["matmul_kernel"].best_config)})
-            del a, b
     m, nn, k = EPILOGUE_SHAPE
     for shape in ((m, nn, k), (4096, 4096, 4096)):
         M, N, K = shape
@@ -80,7 +63,7 @@ def bench_lesson02(quick: bool = False) -> dict:
         b = torch.randn(K, N, device="cuda").half()
         bias = torch.randn(N, device="cuda").half()
         ref = matmul_bias_gelu_eager(a.float(), b.float(), bias.float())
-        err = _rel(fused(a, b, bias), ref)
+        err = rel_error(fused(a, b, bias), ref)
         fns = {"solution": lambda: fused(a, b, bias), "eager": lambda: matmul_bias_gelu_eager(a, b, bias),
                "matmul only": lambda: torch.matmul(a, b)}
         try:
@@ -95,17 +78,13 @@ def bench_lesson02(quick: bool = False) -> dict:
         if "torch.compile" in t:
             row["vs_compile"] = t["torch.compile"] / t["solution"]
         out["epilogue"].append(row)
-        del a, b, bias
     src = read(repo_root() / "solutions" / LESSON / f"{LESSON}.ipynb")
-    wrong = known_wrong(LESSON, src)
-    variants = {
+    code = solution_texts(src)["matmul_code"]
+    variants = {  # honest: each keeps full correctness, and is only as fast as it is
         "solution": None,
-        "no grouping (GROUP_M=1)": {"matmul_code": wrong["one_config_no_grouping"]["matmul_code"].replace(
-            "configs=CONFIGS[:1],", "configs=CONFIGS,")},
-        "T4-sized configs only (CONFIGS[:4])": {"matmul_code": wrong["one_config_no_grouping"]["matmul_code"]
-                                                .replace("configs=CONFIGS[:1],", "configs=CONFIGS[:4],")
-                                                .replace("GROUP_M=1", "GROUP_M=8")},
-        "one config, no grouping": wrong["one_config_no_grouping"],
+        "no grouping (GROUP_M=1)": {"matmul_code": code.replace("GROUP_M=8", "GROUP_M=1")},
+        "T4-sized configs only (CONFIGS[:4])": {"matmul_code": code.replace("configs=CONFIGS,", "configs=CONFIGS[:4],")},
+        "one config, no grouping": known_wrong(LESSON, src)["one_config_no_grouping"],
     }
     if quick:  # the variants compile four more kernels
         variants = {}
@@ -118,41 +97,35 @@ def bench_lesson02(quick: bool = False) -> dict:
         t = interleaved({"variant": lambda: vmm(a, b), "cublas": lambda: torch.matmul(a, b)}, rounds)
         out["variants"].append({"variant": name, "odd_shape_rel_error": err, "vs_cublas_4096": t["cublas"] / t["variant"],
                                 "tflops_4096": 2 * n ** 3 / t["variant"] / 1e9})
-    del a, b
     out["sweep"] = matmul_sweep({"solution": matmul, "torch.matmul": torch.matmul},
                                 (512, 1024, 2048, 4096, 8192) if not quick else (1024, 4096))
     return out
 
 
-def write_lesson02(res: dict, out: pathlib.Path, header: list) -> None:
+def write_lesson02(res: dict, out: pathlib.Path) -> None:
     import matplotlib
     matplotlib.use("Agg")
 
-    from .roofline import plot_roofline
+    from .bench import TIMING, _header, md_table, save_roofline
     from .sweeps import plot_matmul_sweep
-    lines = ["# Lesson 02 benchmark: tiled matmul and the fused bias + GELU epilogue", ""] + header + [
-        "", "Medians of interleaved rounds (CUDA events, median; before each run L2 is flushed and the GPU kept busy while the host launches, so launch cost is not timed).",
-        "", "## matmul vs cuBLAS (`torch.matmul`), square, autotuned solution", "",
-        "| dtype | M=N=K | solution TFLOP/s | cuBLAS TFLOP/s | x cuBLAS | target | met | rel. error | chosen config |",
-        "|---|---|---|---|---|---|---|---|---|"]
-    for r in res["matmul"]:
-        met = "yes" if r["vs_cublas"] >= r["target"] else "**no**"
-        cfg = r["config"].replace(", num_ctas: 1", "").replace(", maxnreg: None", "")
-        lines.append(f"| {r['dtype']} | {r['n']} | {r['solution_tflops']:.0f} | {r['cublas_tflops']:.0f} | "
-                     f"{r['vs_cublas']:.3f} | {r['target']} | {met if r['dtype'] == 'float16' else '(extension)'} | "
-                     f"{r['rel_error']:.1e} | {cfg} |")
-    lines += ["", "## matmul + bias + GELU: one fused kernel vs eager (3 kernels) and torch.compile", "",
-              "| M, N, K | solution ms | eager ms | torch.compile ms | matmul alone ms | x eager | x compile | rel. error |",
-              "|---|---|---|---|---|---|---|---|"]
-    for r in res["epilogue"]:
-        lines.append(f"| {', '.join(map(str, r['shape']))} | {r['solution_ms']:.3f} | {r['eager_ms']:.3f} | "
-                     f"{r.get('torch.compile_ms', float('nan')):.3f} | {r['matmul only_ms']:.3f} | "
-                     f"{r['vs_eager']:.2f}x | {r.get('vs_compile', float('nan')):.2f}x | {r['rel_error']:.1e} |")
-    lines += ["", "## Honest variants of the solution (4096^3 fp16; correctness at 1531 x 1999 x 1009, A transposed)", "",
-              "| variant | x cuBLAS | TFLOP/s | rel. error at the odd shape |", "|---|---|---|---|"]
-    for r in res["variants"]:
-        lines.append(f"| {r['variant']} | {r['vs_cublas_4096']:.3f} | {r['tflops_4096']:.0f} | "
-                     f"{r['odd_shape_rel_error']:.1e} |")
+    lines = ["# Lesson 02 benchmark: tiled matmul and the fused bias + GELU epilogue", ""] + _header() + [
+        "", TIMING, "", "## matmul vs cuBLAS (`torch.matmul`), square, autotuned solution", ""]
+    lines += md_table(["dtype", "M=N=K", "solution TFLOP/s", "cuBLAS TFLOP/s", "x cuBLAS", "target", "met",
+                       "rel. error", "chosen config"], [
+        [r["dtype"], r["n"], f"{r['solution_tflops']:.0f}", f"{r['cublas_tflops']:.0f}", f"{r['vs_cublas']:.3f}",
+         r["target"], ("yes" if r["vs_cublas"] >= r["target"] else "**no**") if r["dtype"] == "float16"
+         else "(extension)", f"{r['rel_error']:.1e}",
+         r["config"].replace(", num_ctas: 1", "").replace(", maxnreg: None", "")] for r in res["matmul"]])
+    lines += ["", "## matmul + bias + GELU: one fused kernel vs eager (3 kernels) and torch.compile", ""]
+    lines += md_table(["M, N, K", "solution ms", "eager ms", "torch.compile ms", "matmul alone ms", "x eager",
+                       "x compile", "rel. error"], [
+        [", ".join(map(str, r["shape"])), f"{r['solution_ms']:.3f}", f"{r['eager_ms']:.3f}",
+         f"{r.get('torch.compile_ms', float('nan')):.3f}", f"{r['matmul only_ms']:.3f}", f"{r['vs_eager']:.2f}x",
+         f"{r.get('vs_compile', float('nan')):.2f}x", f"{r['rel_error']:.1e}"] for r in res["epilogue"]])
+    lines += ["", "## Honest variants of the solution (4096^3 fp16; correctness at 1531 x 1999 x 1009, A transposed)", ""]
+    lines += md_table(["variant", "x cuBLAS", "TFLOP/s", "rel. error at the odd shape"], [
+        [r["variant"], f"{r['vs_cublas_4096']:.3f}", f"{r['tflops_4096']:.0f}", f"{r['odd_shape_rel_error']:.1e}"]
+        for r in res["variants"]])
     (out / "lesson02.md").write_text("\n".join(lines) + "\n")
     (out / "lesson02.json").write_text(json.dumps(res, indent=1))
     ax = plot_matmul_sweep(res["sweep"], f"fp16 matmul on {DEVICE.name}: solution vs cuBLAS")
@@ -160,9 +133,8 @@ def write_lesson02(res: dict, out: pathlib.Path, header: list) -> None:
     big = next(r for r in res["matmul"] if r["n"] == 4096 and r["dtype"] == "float16")
     ep = res["epilogue"][0]
     M, N, K = ep["shape"]
-    pts = [{"label": "matmul fp16 4096^3", "flops": 2 * 4096 ** 3, "bytes": 6 * 4096 ** 2, "ms": big["solution_ms"]},
-           {"label": "matmul+bias+GELU", "flops": 2 * M * N * K, "bytes": 2 * (M * K + K * N + M * N),
-            "ms": ep["solution_ms"]}]
-    ax = plot_roofline(pts, title=f"Roofline of {DEVICE.name} with the lesson 02 solutions")
-    ax.figure.tight_layout()
-    ax.figure.savefig(out / "lesson02_roofline.png", dpi=110)
+    save_roofline([{"label": "matmul fp16 4096^3", "flops": 2 * 4096 ** 3, "bytes": 6 * 4096 ** 2,
+                    "ms": big["solution_ms"]},
+                   {"label": "matmul+bias+GELU", "flops": 2 * M * N * K, "bytes": 2 * (M * K + K * N + M * N),
+                    "ms": ep["solution_ms"]}],
+                  f"Roofline of {DEVICE.name} with the lesson 02 solutions", out / "lesson02_roofline.png")

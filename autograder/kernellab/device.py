@@ -90,6 +90,12 @@ def abilities(dev: Device = DEVICE) -> list[tuple[str, bool, str]]:
     ]
 
 
+def explain_extensions(rows: list) -> None:
+    """Print each ungraded extension (name, runs here?, why not) as 'try it' or 'skipped - why'."""
+    for name, ok, why in rows:
+        print(f"{'✓ try it' if ok else '✗ skipped'}: {name}" + ("" if ok else f" - {why} (this machine: {DEVICE.cc})"))
+
+
 def setup() -> Device:
     """The notebooks' setup call: print the fingerprint and what this device can and cannot do."""
     print(fingerprint())

@@ -23,6 +23,8 @@ from .lessons import LESSONS
 def execute_notebook(path: pathlib.Path) -> dict:
     import nbformat
     from nbclient import NotebookClient
+
+    from .grading.notebook_code import grade_id
     nb = nbformat.read(str(path), as_version=4)
     t0 = time.monotonic()
     NotebookClient(nb, timeout=900, kernel_name="python3", allow_errors=True,
@@ -30,7 +32,7 @@ def execute_notebook(path: pathlib.Path) -> dict:
     wall = time.monotonic() - t0
     errors, outputs = [], []
     for c in nb.cells:
-        gid = ((c.get("metadata") or {}).get("nbgrader") or {}).get("grade_id")
+        gid = grade_id(c)
         for o in c.get("outputs", []):
             if o.output_type == "error":
                 errors.append(f"{gid}: {o.ename}: {o.evalue[:300]}")

@@ -31,28 +31,35 @@ def _correctness(problem: CorrectnessProblem, fn):
 
 
 def check(problem, *objs):
-    if isinstance(problem, CorrectnessProblem):
-        out = _correctness(problem, objs[0])
-        if not out.passed:
-            raise CheckFailed(f"{problem.title}: {out.message}")
-        say(f"✓ {problem.title}: {out.message}")
-        return None
-    if isinstance(problem, FunctionProblem):
-        cases = problem.make_cases(seeded_generator(_fresh_seed()))
-        out = judge_function(problem, cases, run_function(objs[0], problem, cases))
-        if not out.passed:
-            raise CheckFailed(f"{problem.title}: {out.message}")
-        say(f"✓ {problem.title}: {out.message}")
-        return None
-    if isinstance(problem, AnswersProblem):
-        out = judge_answers(problem, dict(zip(problem.names, objs)), facts())
-        if out.fraction <= 0:
-            raise CheckFailed(f"{problem.title}: {out.message}")
-        say(("✓ " if out.passed else "◐ ") + f"{problem.title}: {out.message}")
-        return None if out.passed else Score(round(out.fraction * problem.points, 3))
+    """Run one problem's check here and now; a failure is one paragraph, partial credit a number."""
     if isinstance(problem, SpeedProblem):
         return _check_speed(problem, objs[0])
-    raise TypeError(f"unknown problem type {type(problem).__name__}")
+    if isinstance(problem, CorrectnessProblem):
+        out = _correctness(problem, objs[0])
+    elif isinstance(problem, FunctionProblem):
+        cases = problem.make_cases(seeded_generator(_fresh_seed()))
+        out = judge_function(problem, cases, run_function(objs[0], problem, cases))
+    elif isinstance(problem, AnswersProblem):
+        out = judge_answers(problem, dict(zip(problem.names, objs)), facts())
+    else:
+        raise TypeError(f"unknown problem type {type(problem).__name__}")
+    if out.fraction <= 0:
+        raise CheckFailed(f"{problem.title}: {out.message}")
+    say(("✓ " if out.passed else "◐ ") + f"{problem.title}: {out.message}")
+    return None if out.passed else Score(round(out.fraction * problem.points, 3))
+
+
+def checker(problem):
+    """The notebook's check function for ``problem``: takes the learner's objects in the order of
+    ``problem.names`` (its signature says so in help())."""
+    import inspect
+
+    def check_fn(*objs):
+        return check(problem, *objs)
+    check_fn.__signature__ = inspect.Signature(
+        [inspect.Parameter(n, inspect.Parameter.POSITIONAL_ONLY) for n in problem.names])
+    check_fn.__doc__ = f"Check {problem.title} (graded item `{problem.id}`)."
+    return check_fn
 
 
 def _check_speed(problem: SpeedProblem, fn):
@@ -76,7 +83,7 @@ def _check_speed(problem: SpeedProblem, fn):
     with tqdm(total=rounds, desc=f"timing {problem.names[0]} vs {problem.baseline_name}", file=sys.stdout,
               leave=False) as bar:
         m = measure_speed(fn, problem, seed, rounds=rounds, progress=bar)
-    out = judge_speed(problem, seed, m, ceil.copy_gbps, ceil.fp16_tflops)
+    out = judge_speed(problem, seed, m, ceil)
     if m.get("error") or "flagged" in out.details or "sketch_error" in out.details:
         raise CheckFailed(f"{problem.title}: {out.message}")
     say(("✓ " if out.passed else "◐ ") + f"{problem.title}: {out.message}")

@@ -27,6 +27,16 @@ def record_point(label: str, flops: float, bytes_moved: float, ms: float | None)
     return p
 
 
+def measure_point(label: str, fn, inputs: list, flops: float, bytes_moved: float) -> dict:
+    """Time ``fn(*inputs)`` on the GPU (no time in the interpreter) and record it as a roofline point."""
+    from .device import DEVICE
+    ms = None
+    if DEVICE.on_gpu:
+        from .timing import bench
+        ms = bench(lambda: fn(*inputs))
+    return record_point(label, flops, bytes_moved, ms)
+
+
 def load_points() -> list:
     f = _points_file()
     try:

@@ -84,7 +84,6 @@ def matmul_sweep(fns: dict, sizes, rounds: int = 3) -> list[dict]:
             fn(a, b)
         t = interleaved({k: (lambda f=f: f(a, b)) for k, f in fns.items()}, rounds)
         rows.append({"n": n} | {f"{k}_tflops": 2 * n ** 3 / (t[k] * 1e-3) / 1e12 for k in fns})
-        del a, b
     return rows
 
 

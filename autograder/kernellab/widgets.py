@@ -2,10 +2,6 @@
 from __future__ import annotations
 
 
-def _row_major(pid, num_pid_m, num_pid_n, group_m):
-    return pid // num_pid_n, pid % num_pid_n
-
-
 def wave_footprint(tile_of, num_pid_m: int, num_pid_n: int, group_m: int, first: int, count: int):
     """Tiles computed by programs first..first+count-1, and the A row blocks / B column blocks they read."""
     tiles = [tuple(tile_of(p, num_pid_m, num_pid_n, group_m))
@@ -35,31 +31,27 @@ def _draw(ax, tiles, done, rows, cols, num_pid_m, num_pid_n, title):
     ax.set_title(title, fontsize=9)
 
 
-def tile_order(tile_of=None, num_pid_m: int = 16, num_pid_n: int = 16, group_m: int = 4, wave: int | None = None):
-    """Which tiles one wave of programs computes, and which strips of A and B it has to read.
-
-    Left: row-major order. Right: ``tile_of`` (yours, or the grouped reference). Orange tiles are
-    being computed by the current wave; blue and green strips are what that wave reads from A and B.
-    Fewer strips for the same number of tiles means more reuse from L2.
+def tile_order(orders: dict, num_pid_m: int = 16, num_pid_n: int = 16, group_m: int = 4, wave: int | None = None):
+    """Which tiles one wave of programs computes under each order (name -> fn(pid, num_pid_m, num_pid_n,
+    group_m)), and which strips of A and B that wave has to read: orange tiles are being computed, blue
+    and green strips are read. Fewer strips for the same number of tiles means more reuse from L2.
     """
     import matplotlib.pyplot as plt
 
     from .device import DEVICE
-    from .lessons.lesson02 import grouped_tile
 
-    mapping = tile_of or grouped_tile
     wave = wave or (DEVICE.sms if DEVICE.on_gpu and DEVICE.sms else 24)
     total = num_pid_m * num_pid_n
 
     def render(step=0, group=group_m):
         first = min(step * wave, total - 1)
-        fig, axes = plt.subplots(1, 2, figsize=(9, 4.6))
-        for ax, (fn, name) in zip(axes, ((_row_major, "row-major"), (mapping, "grouped" if tile_of is None else "your tile_of"))):
+        fig, axes = plt.subplots(1, len(orders), figsize=(4.5 * len(orders), 4.6), squeeze=False)
+        for ax, (name, fn) in zip(axes[0], orders.items()):
             tiles, rows, cols = wave_footprint(fn, num_pid_m, num_pid_n, group, first, wave)
             done, _, _ = wave_footprint(fn, num_pid_m, num_pid_n, group, 0, first)
-            strips = len(rows) + len(cols)
             _draw(ax, tiles, done, rows, cols, num_pid_m, num_pid_n,
-                  f"{name}: {len(tiles)} tiles read {len(rows)} A + {len(cols)} B strips ({strips} in all)")
+                  f"{name}: {len(tiles)} tiles read {len(rows)} A + {len(cols)} B strips "
+                  f"({len(rows) + len(cols)} in all)")
         fig.suptitle(f"programs {first}..{min(first + wave, total) - 1} of {total} "
                      f"(one wave = {wave} programs, GROUP_M = {group})", fontsize=10)
         fig.tight_layout()

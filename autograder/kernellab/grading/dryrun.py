@@ -81,6 +81,23 @@ class Course:
             sub = gb.find_submission_notebook(lesson, lesson, student)
             return {g.name: g.auto_score for g in sub.grades}
 
+    def round_trip(self, lesson: str, subs: dict, via_lms: tuple = ()) -> tuple[dict, dict]:
+        """The instructor's whole pass: collect (``via_lms`` students through zip_collect, the rest
+        submitted directly), autograde, feedback, export. Returns (grades.csv rows, cell scores)."""
+        if via_lms:
+            self.collect_from_lms(lesson, {s: subs[s] for s in via_lms})
+        for student, nb in subs.items():
+            if student not in via_lms:
+                self.submit(lesson, student, nb)
+        self.autograde(lesson)
+        self.feedback(lesson)
+        return self.export(), {s: self.cell_scores(lesson, s) for s in subs}
+
     def result(self, lesson: str, student: str, problem: str) -> dict:
         import json
         return json.loads((self.ag / "grading_logs" / student / lesson / problem / "result.json").read_text())
+
+
+def differs(reference: dict, scores: dict) -> set:
+    """The problems (grade_ids) where ``scores`` is not what ``reference`` got, up or down."""
+    return {g for g in reference if scores.get(g) != reference[g]}

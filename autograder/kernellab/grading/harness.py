@@ -22,7 +22,7 @@ from ..device import DEVICE
 from ..lessons import problems_of
 from ..problems.base import (CallResult, Outcome, judge_answers, judge_correctness, judge_function,
                              seeded_generator)
-from .notebook_code import sources_for
+from .notebook_code import grade_id, sources_for
 from .secret import problem_seed
 
 # Seconds. Compilation/autotuning and the graded run have separate budgets (GRADING.md, 9).
@@ -99,8 +99,8 @@ def _versions() -> dict:
     return info
 
 
-def grade_problem(problem, nb, seed: int, copy_gbps: float | None = None, facts: dict | None = None,
-                  lesson: str = "", matmul_tflops: float | None = None) -> tuple[Outcome, dict]:
+def grade_problem(problem, nb, seed: int, ceil=None, facts: dict | None = None,
+                  lesson: str = "") -> tuple[Outcome, dict]:
     """Grade one problem of a submitted notebook in a fresh child process."""
     record = {"problem": problem.id, "kind": problem.kind, "seed": seed, "started": _now()}
     sources, missing = sources_for(nb, problem.names)
@@ -142,7 +142,7 @@ def grade_problem(problem, nb, seed: int, copy_gbps: float | None = None, facts:
         from ..timing import judge_speed
         m = data["measurement"]
         m["sketches"] = [tuple(s) for s in m["sketches"]]
-        return judge_speed(problem, job["seed"], m, copy_gbps, matmul_tflops), record
+        return judge_speed(problem, job["seed"], m, ceil), record
     return Outcome(problem.id, 0.0, f"unknown problem kind {problem.kind}"), record
 
 
@@ -163,7 +163,7 @@ def grade_notebook(nb, lesson: str, student: str, secret: bytes, logs_dir=None, 
     from ..learner import facts as device_facts
 
     problems = problems_of(lesson)
-    cells = {(c.get("metadata", {}).get("nbgrader") or {}).get("grade_id"): c for c in nb.cells}
+    cells = {grade_id(c): c for c in nb.cells}
     ceil = measure_ceilings(quiet=True)
     facts = device_facts()
     env_info = _versions()
@@ -178,7 +178,7 @@ def grade_notebook(nb, lesson: str, student: str, secret: bytes, logs_dir=None, 
         points = float(((cell or {}).get("metadata", {}).get("nbgrader") or {}).get("points", p.points))
         seed = problem_seed(secret, student, lesson, p.id)
         try:
-            outcome, record = grade_problem(p, nb, seed, ceil.copy_gbps, facts, lesson, ceil.fp16_tflops)
+            outcome, record = grade_problem(p, nb, seed, ceil, facts, lesson)
         except Exception as exc:  # noqa: BLE001 - a harness failure costs this problem, not the notebook
             outcome, record = Outcome(p.id, 0.0, f"Grading this problem failed: {type(exc).__name__}: {exc}"), {}
         score = clamp_points(outcome.fraction, points)

@@ -16,10 +16,7 @@ from nbformat.v4 import new_output
 from nbgrader.preprocessors import Execute, NbGraderPreprocessor
 from traitlets import Unicode
 
-
-def _grade_id(cell) -> str | None:
-    m = (cell.get("metadata") or {}).get("nbgrader") or {}
-    return m.get("grade_id") if m.get("grade") and not m.get("solution") else None
+from .notebook_code import grade_id, graded_test_id
 
 
 def _registered(lesson: str) -> dict:
@@ -30,13 +27,8 @@ def _registered(lesson: str) -> dict:
 def _measurement_cells(lesson: str) -> set:
     """Read-only cells that only time and plot (sweeps, rooflines): they grade nothing, and on a GPU
     they would add minutes per submission, so autograde leaves them out."""
-    import importlib
-
-    from ..lessons import LESSONS
-    if lesson not in LESSONS:
-        return set()
-    mod = importlib.import_module(f"kernellab.lessons.{LESSONS[lesson]}")
-    return set(getattr(mod, "MEASUREMENT_CELLS", ()))
+    from ..lessons import LESSONS, lesson_module
+    return set(getattr(lesson_module(lesson), "MEASUREMENT_CELLS", ())) if lesson in LESSONS else set()
 
 
 class SafeExecute(Execute):
@@ -50,17 +42,16 @@ class SafeExecute(Execute):
             self.log.warning("The notebook's kernel stopped (%s: %s); graded problems run in their own "
                              "processes and are still graded.", type(exc).__name__, exc)
             for cell in nb.cells:
-                if cell.cell_type == "code" and not cell.get("outputs") and not _grade_id(cell):
+                if cell.cell_type == "code" and not cell.get("outputs") and not graded_test_id(cell):
                     cell.outputs = [new_output("stream", name="stdout",
                                                text="(not run: the notebook's kernel had stopped)\n")]
             return nb, resources
 
     def preprocess_cell(self, cell, resources, index):
-        if cell.cell_type == "code" and _grade_id(cell) in getattr(self, "_kl_problems", {}):
+        if cell.cell_type == "code" and graded_test_id(cell) in getattr(self, "_kl_problems", {}):
             cell.outputs = []
             return cell, resources  # graded in a separate process by GradeOfRecord
-        gid = ((cell.get("metadata") or {}).get("nbgrader") or {}).get("grade_id")
-        if cell.cell_type == "code" and gid in getattr(self, "_kl_skip", ()):
+        if cell.cell_type == "code" and grade_id(cell) in getattr(self, "_kl_skip", ()):
             cell.outputs = [new_output("stream", name="stdout", text="(a measurement cell: not run while grading)\n")]
             return cell, resources
         return super().preprocess_cell(cell, resources, index)
@@ -83,7 +74,7 @@ class GradeOfRecord(NbGraderPreprocessor):
         logs = self.logs_dir or str(pathlib.Path(root) / "grading_logs")
         results = grade_notebook(nb, lesson, student, course_secret(root), logs_dir=logs)
         for cell in nb.cells:
-            gid = _grade_id(cell)
+            gid = graded_test_id(cell)
             if gid not in results:
                 continue
             score, points, why = results[gid]

@@ -24,6 +24,16 @@ def _meta(cell) -> dict:
     return (cell.get("metadata") or {}).get("nbgrader") or {}
 
 
+def grade_id(cell) -> str | None:
+    """The nbgrader grade_id of a cell (any kind), or None."""
+    return _meta(cell).get("grade_id")
+
+
+def graded_test_id(cell) -> str | None:
+    """The grade_id of an autograded test cell, or None for every other cell."""
+    return grade_id(cell) if _is_test(cell) else None
+
+
 def _is_test(cell) -> bool:
     m = _meta(cell)
     return bool(m.get("grade")) and not m.get("solution")

@@ -6,11 +6,9 @@ import re
 
 import nbformat
 
+from .notebook_code import grade_id
+
 _SOLUTION = re.compile(r"^[ \t]*### BEGIN SOLUTION\n(.*?)^[ \t]*### END SOLUTION\n?", re.S | re.M)
-
-
-def _gid(cell):
-    return ((cell.get("metadata") or {}).get("nbgrader") or {}).get("grade_id")
 
 
 def solution_text(source: str) -> str:
@@ -20,7 +18,7 @@ def solution_text(source: str) -> str:
 
 def solution_texts(source_nb) -> dict:
     """grade_id -> solved source of every solution cell."""
-    return {_gid(c): solution_text(c.source) for c in source_nb.cells
+    return {grade_id(c): solution_text(c.source) for c in source_nb.cells
             if ((c.get("metadata") or {}).get("nbgrader") or {}).get("solution")}
 
 
@@ -71,7 +69,7 @@ def filled(release_nb, source_nb, overrides: dict | None = None, drop: tuple = (
     overrides = overrides or {}
     cells = []
     for c in nb.cells:
-        gid = _gid(c)
+        gid = grade_id(c)
         if gid in drop:
             continue
         if gid in overrides:

@@ -7,7 +7,10 @@ import importlib
 LESSONS = {"01_roofline_vector_add": "lesson01", "02_tiled_matmul": "lesson02"}
 
 
+def lesson_module(lesson_id: str):
+    return importlib.import_module(f"{__name__}.{LESSONS[lesson_id]}")
+
+
 def problems_of(lesson_id: str) -> dict:
     """grade_id -> Problem for one lesson."""
-    mod = importlib.import_module(f"{__name__}.{LESSONS[lesson_id]}")
-    return {p.id: p for p in mod.PROBLEMS}
+    return {p.id: p for p in lesson_module(lesson_id).PROBLEMS}

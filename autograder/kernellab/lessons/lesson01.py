@@ -157,28 +157,12 @@ MEASUREMENT_CELLS = ("baseline", "sweep", "roofline_points")
 
 
 # ------------------------------------------------------------------ what the notebook calls
-def check_answers_add(ADD_BYTES, ADD_FLOPS, ADD_INTENSITY, ADD_BOUND):
-    return learner.check(ANSWERS_ADD, ADD_BYTES, ADD_FLOPS, ADD_INTENSITY, ADD_BOUND)
-
-
-def check_answers_matmul(MM_BYTES, MM_FLOPS, MM_INTENSITY, MM_BOUND):
-    return learner.check(ANSWERS_MM, MM_BYTES, MM_FLOPS, MM_INTENSITY, MM_BOUND)
-
-
-def check_add(add):
-    return learner.check(ADD, add)
-
-
-def check_add_bandwidth(add):
-    return learner.check(ADD_BANDWIDTH, add)
-
-
-def check_silu_gate(silu_gate):
-    return learner.check(FUSED, silu_gate)
-
-
-def check_silu_gate_speed(silu_gate):
-    return learner.check(FUSED_SPEED, silu_gate)
+check_answers_add = learner.checker(ANSWERS_ADD)
+check_answers_matmul = learner.checker(ANSWERS_MM)
+check_add = learner.checker(ADD)
+check_add_bandwidth = learner.checker(ADD_BANDWIDTH)
+check_silu_gate = learner.checker(FUSED)
+check_silu_gate_speed = learner.checker(FUSED_SPEED)
 
 
 def bandwidth_sweep(add, max_log2: int | None = None):
@@ -204,32 +188,23 @@ def baseline_add() -> float | None:
 def roofline(add=None, silu_gate=None):
     """Time the learner's kernels once more (GPU), record them and draw this device's roofline."""
     from ..device import DEVICE
-    from ..roofline import plot_roofline, record_point
+    from ..roofline import measure_point, plot_roofline
     n = DEVICE.size(gpu=1 << 26, cpu=1 << 12)
-    pts = []
     for label, fn, flops_per, bytes_per, dtype in (("add fp32", add, 1, 12, torch.float32),
                                                    ("silu_gate fp16", silu_gate, 6, 6, torch.float16)):
-        if fn is None:
-            continue
-        ms = None
-        if DEVICE.on_gpu:
-            from ..timing import bench
-            x = torch.randn(n, device="cuda").to(dtype)
-            y = torch.randn(n, device="cuda").to(dtype)
-            ms = bench(lambda: fn(x, y))
-            del x, y
-        pts.append(record_point(label, flops_per * n, bytes_per * n, ms))
+        if fn is not None:
+            inputs = [torch.randn(n, device=DEVICE.torch_device).to(dtype) for _ in range(2)]
+            measure_point(label, fn, inputs, flops_per * n, bytes_per * n)
     return plot_roofline()
 
 
 def going_further() -> None:
     """Say which ungraded extensions this GPU can run, and why the others are skipped."""
-    from ..device import DEVICE
+    from ..device import DEVICE, explain_extensions
     rows = [
         ("bf16 add (tl.bfloat16)", DEVICE.supports_bf16(), "needs sm_80+ (Ampere); the interpreter has no bf16"),
         ("FP8 element-wise casts", DEVICE.supports_fp8(), "needs sm_89+ (Ada/Hopper)"),
         ("TMA block loads (tl.make_tensor_descriptor)", DEVICE.supports_tma(), "needs sm_90 (Hopper)"),
         ("persistent grid (one program per SM looping over blocks)", DEVICE.on_gpu, "needs a GPU to time"),
     ]
-    for name, ok, why in rows:
-        print(f"{'✓ try it' if ok else '✗ skipped'}: {name}" + ("" if ok else f" - {why} (this machine: {DEVICE.cc})"))
+    explain_extensions(rows)

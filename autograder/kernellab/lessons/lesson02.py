@@ -49,6 +49,11 @@ def grouped_tile(pid: int, num_pid_m: int, num_pid_n: int, group_m: int) -> tupl
     return first_m + (pid % per_group) % rows, (pid % per_group) // rows
 
 
+def row_major_tile(pid: int, num_pid_m: int, num_pid_n: int, group_m: int) -> tuple[int, int]:
+    """The plain order: tile rows one after another (what GROUP_M = 1 gives too)."""
+    return pid // num_pid_n, pid % num_pid_n
+
+
 def _tile_grids(gen: torch.Generator):
     fixed = [(1, 1, 1), (4, 3, 2), (8, 8, 8), (13, 7, 4), (5, 9, 8), (3, 50, 1), (32, 32, 8)]
     rand = [tuple(int(torch.randint(lo, hi, (1,), generator=gen)) for lo, hi in ((1, 40), (1, 40), (1, 10)))
@@ -66,7 +71,7 @@ def _diagnose_tiles(label, calls, got, want) -> str:
     if sorted(got) != sorted(want):
         return ("Some tiles are computed twice and others never: every (pid_m, pid_n) with 0 <= pid_m < "
                 "num_pid_m and 0 <= pid_n < num_pid_n must come out exactly once.")
-    if got == [(p // n, p % n) for p in range(m * n)] and g > 1:
+    if got == [row_major_tile(p, m, n, g) for p in range(m * n)] and g > 1:
         return ("This is the row-major order. Group GROUP_M rows of tiles and walk down a group's columns "
                 "first, so that a wave of programs shares strips of A and B.")
     return ""
@@ -236,34 +241,19 @@ MEASUREMENT_CELLS = ("baseline", "sweep", "roofline_points", "tile_widget")
 
 
 # ------------------------------------------------------------------ what the notebook calls
-def check_answers_reuse(NAIVE_BYTES, TILED_BYTES, TILED_INTENSITY, TILED_BOUND):
-    return learner.check(REUSE, NAIVE_BYTES, TILED_BYTES, TILED_INTENSITY, TILED_BOUND)
-
-
-def check_tile_of(tile_of):
-    return learner.check(TILE_OF, tile_of)
-
-
-def check_matmul(matmul):
-    return learner.check(MATMUL, matmul)
-
-
-def check_matmul_speed(matmul):
-    return learner.check(MATMUL_SPEED, matmul)
-
-
-def check_matmul_bias_gelu(matmul_bias_gelu):
-    return learner.check(EPILOGUE, matmul_bias_gelu)
-
-
-def check_matmul_bias_gelu_speed(matmul_bias_gelu):
-    return learner.check(EPILOGUE_SPEED, matmul_bias_gelu)
+check_answers_reuse = learner.checker(REUSE)
+check_tile_of = learner.checker(TILE_OF)
+check_matmul = learner.checker(MATMUL)
+check_matmul_speed = learner.checker(MATMUL_SPEED)
+check_matmul_bias_gelu = learner.checker(EPILOGUE)
+check_matmul_bias_gelu_speed = learner.checker(EPILOGUE_SPEED)
 
 
 def tile_order(tile_of=None, **kw):
-    """The ipywidgets picture of which tiles a wave of programs computes (see kernellab.widgets)."""
+    """Row-major next to ``tile_of`` (yours; the grouped reference if None), one wave at a time."""
     from ..widgets import tile_order as _tile_order
-    return _tile_order(tile_of, **kw)
+    return _tile_order({"row-major": row_major_tile,
+                        "grouped" if tile_of is None else "your tile_of": tile_of or grouped_tile}, **kw)
 
 
 def baseline_matmul(sizes=(1024, 2048, 4096)) -> dict | None:
@@ -300,24 +290,19 @@ def tflops_sweep(matmul, sizes=None, plot: bool = True) -> list[dict]:
 
 def roofline(matmul=None, matmul_bias_gelu=None):
     """Time the matmul once more at 4096^3 (GPU), record it and draw the roofline with every point so far."""
-    from ..roofline import plot_roofline, record_point
+    from ..roofline import measure_point, plot_roofline
     n = DEVICE.size(gpu=SPEED_N, cpu=128)
     for label, fn, bias in (("matmul fp16", matmul, False), ("matmul+bias+GELU fp16", matmul_bias_gelu, True)):
-        if fn is None:
-            continue
-        ms = None
-        inputs = _randn_matmul(n, n, n, bias=bias)(torch.Generator(DEVICE.torch_device).manual_seed(0),
-                                                   DEVICE.torch_device)
-        if DEVICE.on_gpu:
-            from ..timing import bench
-            ms = bench(lambda: fn(*inputs))
-        record_point(label, _mm_flops(inputs), _mm_bytes(inputs), ms)
-        del inputs
+        if fn is not None:
+            inputs = _randn_matmul(n, n, n, bias=bias)(torch.Generator(DEVICE.torch_device).manual_seed(0),
+                                                       DEVICE.torch_device)
+            measure_point(label, fn, inputs, _mm_flops(inputs), _mm_bytes(inputs))
     return plot_roofline()
 
 
 def going_further() -> None:
     """Which ungraded extensions this GPU can run, and why the others are skipped."""
+    from ..device import explain_extensions
     rows = [
         ("bf16 matmul (same kernel, bf16 inputs)", DEVICE.supports_bf16(), "needs sm_80+; the interpreter has no bf16"),
         ("fp32 inputs with input_precision='tf32' vs 'ieee'", bool(DEVICE.capability and DEVICE.capability >= (8, 0)),
@@ -325,5 +310,4 @@ def going_further() -> None:
         ("FP8 (e4m3) inputs", DEVICE.supports_fp8(), "needs sm_89+"),
         ("TMA tile loads (tl.make_tensor_descriptor) and a persistent grid", DEVICE.supports_tma(), "needs sm_90"),
     ]
-    for name, ok, why in rows:
-        print(f"{'✓ try it' if ok else '✗ skipped'}: {name}" + ("" if ok else f" - {why} (this machine: {DEVICE.cc})"))
+    explain_extensions(rows)
