@@ -46,6 +46,8 @@ def test_solution_notebook_runs_and_every_check_passes(lesson, monkeypatch):
         assert len(images) >= 3  # roofline, bandwidth sweep, roofline with points
     if lesson == "02_tiled_matmul":
         assert images and widgets  # the roofline with points; the program-order widget
+    if lesson == "03_fused_softmax_layernorm":
+        assert images and widgets  # the roofline with points; the online-softmax step-through
 
 
 def test_committed_notebooks_equal_freshly_generated():

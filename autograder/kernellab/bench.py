@@ -146,7 +146,7 @@ def run_bench(out_dir: str, quick: bool = False, lessons=None) -> None:
     out = pathlib.Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     print(fingerprint())
-    lessons = lessons or ["01_roofline_vector_add", "02_tiled_matmul"]
+    lessons = lessons or ["01_roofline_vector_add", "02_tiled_matmul", "03_fused_softmax_layernorm"]
     if "01_roofline_vector_add" in lessons:
         _write_lesson01(bench_lesson01(quick), out)
         print((out / "lesson01.md").read_text())
@@ -154,3 +154,7 @@ def run_bench(out_dir: str, quick: bool = False, lessons=None) -> None:
         from .bench_matmul import bench_lesson02, write_lesson02
         write_lesson02(bench_lesson02(quick), out)
         print((out / "lesson02.md").read_text())
+    if "03_fused_softmax_layernorm" in lessons:
+        from .bench_softmax import bench_lesson03, write_lesson03
+        write_lesson03(bench_lesson03(quick), out)
+        print((out / "lesson03.md").read_text())

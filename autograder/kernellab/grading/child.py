@@ -82,7 +82,8 @@ def main(jobdir: str) -> int:
         results = _run_corr(fn, problem, cases, DEVICE.torch_device)
         if first is not None and first.error and not any(r.error for r in results):
             results = [first]
-        return finish(results=[{"label": r.label, "output": r.output, "error": r.error} for r in results])
+        return finish(results=[{"label": r.label, "output": r.output, "error": r.error, "reads": r.reads}
+                              for r in results])
 
     if problem.kind == "speed":
         if not DEVICE.on_gpu:

@@ -33,9 +33,12 @@ LOAD_BUDGET = float(os.environ.get("KERNELLAB_LOAD_BUDGET", 60))
 _DROP_ENV = ("NBGRADER_", "KERNELLAB_SECRET", "JPY_", "JUPYTER_", "IPYKERNEL")
 
 
-def _child_env() -> dict:
-    """The child's environment carries no grading marker (no NBGRADER_EXECUTION, no secret)."""
+def _child_env(interpreted: bool = False) -> dict:
+    """The child's environment carries no grading marker (no NBGRADER_EXECUTION, no secret).
+    ``interpreted``: run Triton in its CPU interpreter even on a GPU machine (to count reads)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(_DROP_ENV)}
+    if interpreted:
+        env["KERNELLAB_FORCE_CPU"] = "1"
     pkg_root = str(pathlib.Path(__file__).resolve().parents[2])
     env["PYTHONPATH"] = pkg_root + os.pathsep + env.get("PYTHONPATH", "")
     env["PYTHONUNBUFFERED"] = "1"
@@ -43,13 +46,13 @@ def _child_env() -> dict:
     return env
 
 
-def _run_child(jobdir: pathlib.Path) -> tuple[str | None, dict]:
+def _run_child(jobdir: pathlib.Path, interpreted: bool = False) -> tuple[str | None, dict]:
     """Run the child with phase budgets. Returns (problem text or None, timing info)."""
     log = open(jobdir / "child.log", "wb")
     t0 = time.monotonic()
     proc = subprocess.Popen([sys.executable, "-m", "kernellab.grading.child", str(jobdir)], cwd=jobdir,
                             stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                            env=_child_env(), start_new_session=True)
+                            env=_child_env(interpreted), start_new_session=True)
     phase, since = "start", time.monotonic()
     budgets = {"start": LOAD_BUDGET, "import": LOAD_BUDGET, "load": LOAD_BUDGET,
                "compile": COMPILE_BUDGET, "run": RUN_BUDGET, "done": 30.0}
@@ -112,8 +115,9 @@ def grade_problem(problem, nb, seed: int, ceil=None, facts: dict | None = None,
         jobdir = pathlib.Path(tmp)
         job = {"lesson": lesson, "problem": problem.id, "sources": sources, "seed": 0}
         cases = None
+        interpreted = getattr(problem, "interpreted", False)
         if problem.kind == "correctness":
-            cases = problem.make_cases(seeded_generator(seed), DEVICE.on_gpu)
+            cases = problem.make_cases(seeded_generator(seed), DEVICE.on_gpu and not interpreted)
             torch.save(cases, jobdir / "cases.pt")
             record["shapes"] = [c.label for c in cases]
         elif problem.kind == "function":
@@ -123,7 +127,7 @@ def grade_problem(problem, nb, seed: int, ceil=None, facts: dict | None = None,
             # Inputs for timing come from a one-time seed derived here; the secret never leaves.
             job["seed"] = seed ^ int.from_bytes(os.urandom(5), "little")
         (jobdir / "job.json").write_text(json.dumps(job))
-        why, info = _run_child(jobdir)
+        why, info = _run_child(jobdir, interpreted)
         record.update(info)
         record["child_log_tail"] = (jobdir / "child.log").read_bytes()[-2000:].decode("utf-8", "replace")
         if why:
@@ -132,7 +136,8 @@ def grade_problem(problem, nb, seed: int, ceil=None, facts: dict | None = None,
     if data.get("error"):
         return Outcome(problem.id, 0.0, data["error"]), record
     if problem.kind == "correctness":
-        results = [CallResult(r["label"], r.get("output"), r.get("error")) for r in data.get("results", [])]
+        results = [CallResult(r["label"], r.get("output"), r.get("error"), r.get("reads"))
+                   for r in data.get("results", [])]
         return judge_correctness(problem, cases, results), record
     if problem.kind == "function":
         return judge_function(problem, cases, data.get("results", [])), record

@@ -7,6 +7,7 @@ problem. Cells are found by nbgrader metadata; if that was stripped, by what the
 from __future__ import annotations
 
 import ast
+import itertools
 
 import nbformat
 
@@ -120,12 +121,17 @@ def new_namespace() -> dict:
     return ns
 
 
+_EXECUTIONS = itertools.count(1)
+
+
 def exec_cells(sources: list, ns: dict, tag: str = "cell") -> None:
     """Execute cell sources in ``ns`` the way IPython does: each registered in linecache first,
     because Triton's @jit reads a kernel's source text (it refuses functions without one)."""
     import linecache
     for k, src in enumerate(sources):
-        name = f"<kernellab-{tag}-{k + 1}>"
+        # A name no other execution shares: the interpreter re-reads a kernel's source by this name when it
+        # first runs it, and must not find a later variant's cell there.
+        name = f"<kernellab-{tag}-{k + 1}-{next(_EXECUTIONS)}>"
         linecache.cache[name] = (len(src), None, src.splitlines(keepends=True), name)
         exec(compile(src, name, "exec"), ns)
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import importlib
 
-LESSONS = {"01_roofline_vector_add": "lesson01", "02_tiled_matmul": "lesson02"}
+LESSONS = {"01_roofline_vector_add": "lesson01", "02_tiled_matmul": "lesson02",
+           "03_fused_softmax_layernorm": "lesson03"}
 
 
 def lesson_module(lesson_id: str):

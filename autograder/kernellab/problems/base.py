@@ -17,6 +17,7 @@ import torch
 from ..compare import compare
 from ..guarded import guarded_copy
 from ..invoke import describe_exception, signature_problem, sync
+from ..reads import count_reads
 from ..watch import watched
 
 
@@ -33,6 +34,7 @@ class CallResult:
     label: str
     output: torch.Tensor | None = None
     error: str | None = None
+    reads: int | None = None  # elements read from input 0 (counted in the interpreter; None: not counted)
 
 
 @dataclasses.dataclass
@@ -69,8 +71,19 @@ class CorrectnessProblem(Problem):
     out_shape: Callable = None  # (case) -> shape
     tolerance_repeat: float = 0.0  # repeated runs must agree within this relative error
     hints: dict = dataclasses.field(default_factory=dict)  # case tag -> what it means when only those fail
+    # Reads of input 0 allowed per case (None: not counted). Counting needs Triton's interpreter, so
+    # the grade of record runs such a problem in a CPU child (``interpreted``) even on a GPU machine.
+    max_reads: Callable = None  # (case) -> max elements read, with a sentence saying why
+    reads_why: str = ""
+    # Known mistakes as alternative references: ((case) -> float64 tensor, what it means). A wrong output
+    # that matches one of them gets its sentence (e.g. LayerNorm with the unbiased variance).
+    mistakes: tuple = ()
 
     kind = "correctness"
+
+    @property
+    def interpreted(self) -> bool:
+        return self.max_reads is not None
 
     @property
     def n_args(self) -> int:
@@ -80,11 +93,13 @@ class CorrectnessProblem(Problem):
 def run_case(fn, problem: CorrectnessProblem, case: Case, device: str) -> CallResult:
     """Run the learner's function once on guarded copies of the case's inputs."""
     call = f"`{problem.names[0]}` on {case.label}"
-    guards = [guarded_copy(t, device) for t in case.inputs]
-    views = [g.view for g in guards]
-    before = [v.clone() for v in views]
+    # Tensors get guarded copies; plain numbers (an eps) are passed as they are.
+    guards = [guarded_copy(t, device) if isinstance(t, torch.Tensor) else None for t in case.inputs]
+    views = [g.view if g is not None else t for g, t in zip(guards, case.inputs)]
+    tensors = [v for v in views if isinstance(v, torch.Tensor)]
+    before = [v.clone() for v in tensors]
     try:  # numpy's overflow warnings from the interpreter (exp of a large value) are not the learner's concern
-        with watched() as st, numpy.errstate(all="ignore"):
+        with watched() as st, numpy.errstate(all="ignore"), count_reads(views[:1]) as reads:
             out = fn(*views, **case.kwargs)
     except Exception as exc:  # noqa: BLE001 - any learner error becomes a paragraph
         return CallResult(case.label, error=describe_exception(exc, call))
@@ -105,7 +120,7 @@ def run_case(fn, problem: CorrectnessProblem, case: Case, device: str) -> CallRe
     want_shape = tuple(problem.out_shape(case))
     if out.dtype != want_dtype:
         return CallResult(case.label, error=f"{call} returned {out.dtype}; expected {want_dtype}.")
-    if any(out.untyped_storage().data_ptr() == v.untyped_storage().data_ptr() for v in views):
+    if any(out.untyped_storage().data_ptr() == v.untyped_storage().data_ptr() for v in tensors):
         return CallResult(case.label, error=f"{call} returned one of its inputs: write into a new output tensor.")
     if st.owns(out) is None:
         return CallResult(case.label, error=(
@@ -117,7 +132,7 @@ def run_case(fn, problem: CorrectnessProblem, case: Case, device: str) -> CallRe
             return CallResult(case.label, error=(
                 f"{call} wrote past the end of its output (at least {hit + 1} element(s) beyond it). "
                 "Mask the stores of the last block: tl.store(..., mask=offsets < n)."))
-    for i, (g, b) in enumerate(zip(guards, before)):
+    for i, (g, b) in enumerate(zip([g for g in guards if g is not None], before)):
         if not g.guard_intact():
             return CallResult(case.label, error=f"{call} wrote past the end of input {i}.")
         if not torch.equal(torch.nan_to_num(g.view), torch.nan_to_num(b)):
@@ -125,7 +140,8 @@ def run_case(fn, problem: CorrectnessProblem, case: Case, device: str) -> CallRe
     result = out.detach().to("cpu").clone()
     if want_shape is not None and tuple(result.shape) != want_shape:
         return CallResult(case.label, error=f"{call} returned shape {tuple(result.shape)}; expected {want_shape}.")
-    return CallResult(case.label, output=result)
+    counted = reads.elements[0] if problem.max_reads is not None and reads.available else None
+    return CallResult(case.label, output=result, reads=counted)
 
 
 def run_correctness(fn, problem: CorrectnessProblem, cases: list, device: str, stop_on_error=True) -> list:
@@ -156,13 +172,18 @@ def judge_correctness(problem: CorrectnessProblem, cases: list, results: list) -
         worst = max(worst, v.rel_error or 0.0)
         if not v.ok:
             wrong.append((case.label, v.message))
+        elif problem.max_reads is not None:
+            over = _too_many_reads(problem, case, res)
+            if over:
+                return Outcome(problem.id, 0.0, over, details)
     if wrong:
         # Small cases fail as a whole; a larger one can say *where* it goes wrong (the tail?).
         label, msg = next((w for w in wrong if "from index" in w[1]), wrong[0])
         others = [w[0] for w in wrong if w[0] != label][:3]
         also = f" Also wrong: {'; '.join(others)}." if others else ""
         details["wrong_cases"] = [w[0] for w in wrong]
-        hint = pattern_hint(problem, cases, {w[0] for w in wrong})
+        hint = mistake_hint(problem, cases, results, {w[0] for w in wrong}) or pattern_hint(
+            problem, cases, {w[0] for w in wrong})
         return Outcome(problem.id, 0.0, f"Wrong result for {label}. {hint}{msg}{also}", details)
     if len(results) < len(cases) + 1:
         return Outcome(problem.id, 0.0, f"Only {len(results)} of {len(cases) + 1} calls finished.", details)
@@ -173,20 +194,49 @@ def judge_correctness(problem: CorrectnessProblem, cases: list, results: list) -
             f"Two runs on the same input disagree (relative difference {diff:.1e}): a race, or a read of "
             "memory nothing wrote?"), details)
     details["worst_rel_error"] = worst
-    return Outcome(problem.id, 1.0, f"Correct on all {len(cases)} cases (worst relative error {worst:.1e}).",
+    reads = ""
+    if problem.max_reads is not None:
+        per = max(r.reads / c.inputs[0].numel() for c, r in zip(list(cases) + cases[:1], results))
+        details["reads_per_element"] = per
+        reads = f"; at most {per:.2f} reads per input element"
+    return Outcome(problem.id, 1.0, f"Correct on all {len(cases)} cases (worst relative error {worst:.1e}{reads}).",
                    details)
 
 
+def _too_many_reads(problem: CorrectnessProblem, case: Case, res: CallResult) -> str:
+    if res.reads is None:
+        return ("The reads of this problem are counted in Triton's CPU interpreter, and they were not "
+                "counted here (not running in the interpreter).")
+    n = case.inputs[0].numel()
+    allowed = problem.max_reads(case)
+    if res.reads <= allowed:
+        return ""
+    return (f"Correct, but on {case.label} your kernels read {res.reads:,} elements of the input: "
+            f"{res.reads / n:.2f} per element, where at most {allowed / n:.2f} are allowed. {problem.reads_why}")
+
+
+def mistake_hint(problem: CorrectnessProblem, cases: list, results: list, wrong_labels: set) -> str:
+    """The sentence of the first known mistake that a wrong output matches exactly, or ""."""
+    for case, res in zip(cases, results):
+        if case.label not in wrong_labels or res.output is None:
+            continue
+        for alternative, meaning in problem.mistakes:
+            if compare(res.output, alternative(case)).ok:
+                return meaning + " "
+    return ""
+
+
 def pattern_hint(problem: CorrectnessProblem, cases: list, wrong_labels: set) -> str:
-    """Name the likely mistake when the failing cases share a tag that no passing case has
-    (wrong only on transposed inputs -> strides; only where K is not a multiple of the block -> K mask)."""
+    """Name the likely mistake when every failing case has a tag that most passing cases lack (wrong only on
+    transposed inputs -> strides; only where K is not a multiple of the block -> K mask). "Most": a mistake
+    can be too small to see on some cases of its kind (zero padding of a row whose max is large)."""
     if not problem.hints:
         return ""
     wrong = [set(c.tags) for c in cases if c.label in wrong_labels]
     right = [set(c.tags) for c in cases if c.label not in wrong_labels]
     if not wrong:
         return ""
-    shared = set.intersection(*wrong) - set().union(*right)
+    shared = {t for t in set.intersection(*wrong) if sum(t in r for r in right) < len(wrong)}
     said = [problem.hints[t] for t in problem.hints if t in shared]  # the hints are ordered: most specific first
     return said[0] + " " if said else ""
 

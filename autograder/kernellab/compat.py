@@ -1,0 +1,31 @@
+"""Small fixes for older Triton releases that the course still supports (torch >= 2.5 ships Triton 3.1+)."""
+from __future__ import annotations
+
+import inspect
+
+
+def patch_interpreter_index() -> bool:
+    """Triton's interpreter before 3.7 turns a scalar tensor into a Python int with ``int(array)``, which
+    NumPy 2 refuses for a one-element 1-D array: ``range(0, n_cols, BLOCK)`` over a kernel argument then
+    fails with "only 0-dimensional arrays can be converted to Python scalars". Newer Triton squeezes the
+    array first; do the same. Returns True when the patch was applied."""
+    try:
+        from triton.runtime import interpreter as interp
+    except ImportError:
+        return False
+    original = getattr(interp, "_patch_lang_tensor", None)
+    if original is None or getattr(original, "_kernellab", False):
+        return False
+    try:
+        needed = "int(self.handle.data))" in inspect.getsource(original)
+    except (OSError, TypeError):
+        return False
+    if not needed:
+        return False
+
+    def patched(tensor, scope):
+        original(tensor, scope)
+        scope.set_attr(tensor, "__index__", lambda self: int(self.handle.data.reshape(-1)[0]))
+    patched._kernellab = True
+    interp._patch_lang_tensor = patched
+    return True
