@@ -15,7 +15,8 @@ from kernellab.grading.notebook_code import read_notebook, sources_for
 from kernellab.lessons import LESSONS, problems_of
 from kernellab.tuning import T4_SHARED_BYTES, shared_bytes
 
-NOT_ON_A_T4 = re.compile(r"bfloat16|float8|fp8|make_tensor_descriptor|_experimental_descriptor|tma", re.I)
+# "tma" as a word: "softmax" contains the letters too
+NOT_ON_A_T4 = re.compile(r"bfloat16|float8|fp8|make_tensor_descriptor|_experimental_descriptor|\btma\b", re.I)
 
 
 def _graded_names(lesson):

@@ -442,6 +442,7 @@ def going_further() -> None:
          "needs sm_80+; the interpreter has no bf16"),
         ("add + RMSNorm returning the new residual stream too", True, ""),
         ("LayerNorm backward (dx, dweight, dbias with a two-stage reduction)", True, ""),
-        ("rows longer than one block in the fused softmax (a split-row softmax with a second kernel)", True, ""),
+        ("a softmax for rows of any length in one launch (the online update), vs torch.softmax at 65536+ columns",
+         DEVICE.on_gpu, "needs a GPU to time"),
     ]
     explain_extensions(rows)
