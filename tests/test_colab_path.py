@@ -20,7 +20,7 @@ from kernellab._meta import GIT_URL
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 LESSON = "01_roofline_vector_add"
-COLAB_BRINGS = ["torch==2.13.0", "triton", "ipykernel"]  # what the runtime has before the setup cell
+COLAB_BRINGS = ["torch==2.13.0", "triton", "numpy", "ipykernel"]  # a runtime has these (and more) before setup
 
 
 def _run(*cmd, **kw):
