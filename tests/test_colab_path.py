@@ -45,7 +45,8 @@ def runtime(tmp_path_factory):
     venv = base / "venv"
     _run(sys.executable, "-m", "venv", venv)
     py = venv / "bin" / "python"
-    _run(py, "-m", "pip", "install", "-q", *COLAB_BRINGS, timeout=1800)
+    _run(py, "-m", "pip", "install", "-q", "--upgrade", "pip", timeout=600)  # Colab's pip is recent; 23.x
+    _run(py, "-m", "pip", "install", "-q", *COLAB_BRINGS, timeout=1800)  # rejects git+file URLs with a ref
     with pytest.raises(AssertionError):  # the runtime starts without the course package
         _run(py, "-c", "import kernellab")
     kernels = base / "share"
