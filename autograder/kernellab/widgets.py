@@ -134,3 +134,58 @@ def online_softmax_steps(row=None, block: int = 8, seed: int = 0):
     out = w.interactive_output(render, {"step": slider})
     display(w.VBox([slider, out]))
     return steps
+
+
+# Intensities (FLOPs per byte moved) of the course's kernels, for the roofline explorer.
+ROOFLINE_OPS = {
+    "vector add, fp32 (1 FLOP / 12 B)": 1 / 12,
+    "vector add, fp16 (1 FLOP / 6 B)": 1 / 6,
+    "silu_gate fused, fp16 (6 FLOPs / 6 B)": 1.0,
+    "softmax fused, fp16 (~5 FLOPs / 4 B)": 5 / 4,
+    "matmul 1024^3, fp16": 2 * 1024 ** 3 / (6 * 1024 ** 2),
+    "matmul 4096^3, fp16": 2 * 4096 ** 3 / (6 * 4096 ** 2),
+}
+
+
+def roofline_bound(intensity: float, bandwidth: float, peak: float) -> tuple[float, str]:
+    """(attainable FLOP/s, "memory" or "compute") for a kernel of this intensity under these ceilings."""
+    attainable = min(peak, intensity * bandwidth)
+    return attainable, ("memory" if intensity * bandwidth < peak else "compute")
+
+
+def roofline_explorer(ops: dict | None = None):
+    """Pick a kernel (or drag the intensity) and see where it lands on this device's roofline: which
+    ceiling binds it, and the best FLOP/s it could reach."""
+    import matplotlib.pyplot as plt
+
+    from .ceilings import EXAMPLE, measure_ceilings
+    from .roofline import plot_roofline
+
+    ops = ops or ROOFLINE_OPS
+    c = measure_ceilings(quiet=True)
+    ceil = c if c.measured else EXAMPLE
+    bw, peak = ceil.copy_gbps * 1e9, ceil.fp16_tflops * 1e12
+
+    def render(intensity=1.0):
+        attainable, bound = roofline_bound(intensity, bw, peak)
+        _, ax = plt.subplots(figsize=(7, 4.2))
+        plot_roofline(points=[], ax=ax)
+        ax.plot([intensity], [attainable / 1e12], "o", color="C3", ms=9)
+        ax.set_title(f"{intensity:.3g} FLOP/B vs ridge {peak / bw:.0f}: {bound}-bound, at best "
+                     f"{attainable / 1e12:.3g} TFLOP/s ({attainable / peak:.1%} of the compute peak)", fontsize=9)
+        plt.show()
+
+    try:
+        import ipywidgets as w
+        from IPython.display import display
+    except ImportError:
+        render(next(iter(ops.values())))
+        return None
+    pick = w.Dropdown(options=list(ops), description="kernel", layout=w.Layout(width="420px"))
+    slider = w.FloatLogSlider(value=ops[pick.value], base=10, min=-2, max=4, step=0.05,
+                              description="FLOP/B", readout_format=".3g")
+    pick.observe(lambda change: setattr(slider, "value", ops[change["new"]]), names="value")
+    out = w.interactive_output(render, {"intensity": slider})
+    box = w.VBox([w.HBox([pick, slider]), out])
+    display(box)
+    return box
