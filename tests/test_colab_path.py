@@ -79,7 +79,7 @@ def test_setup_cell_installs_the_pinned_package_and_the_lesson_runs(runtime, mon
     monkeypatch.setenv("HOME", str(base))
     monkeypatch.setenv("MPLBACKEND", "module://matplotlib_inline.backend_inline")
     nb = nbformat.read(str(work / src.name), as_version=4)
-    NotebookClient(nb, timeout=900, kernel_name="colab-sim", allow_errors=False,
+    NotebookClient(nb, timeout=300, kernel_name="colab-sim", allow_errors=False,
                    resources={"metadata": {"path": str(work)}}).execute()
     said = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.outputs
                    if o.output_type == "stream")
