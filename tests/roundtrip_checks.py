@@ -1,4 +1,23 @@
-"""What every lesson's round trip asserts about the solution and the blank release."""
+"""What every lesson's round trip starts from and asserts about the solution and the blank release."""
+from kernellab.grading import submissions as S
+from kernellab.grading.dryrun import Course
+
+
+def new_course(tmp_path_factory, lesson: str):
+    """A fresh course folder with ``lesson`` generated: (course, release nb, source nb, known-wrong edits)."""
+    course = Course(tmp_path_factory.mktemp(f"course-{lesson[:2]}"))
+    course.generate(lesson)
+    rel, src = course.release_nb(lesson), course.source_nb(lesson)
+    return course, rel, src, S.known_wrong(lesson, src)
+
+
+def combine(*overrides) -> dict:
+    """Several known bugs in one submission (each in its own cell), to keep the CPU suite short."""
+    out = {}
+    for o in overrides:
+        assert not set(o) & set(out), "combined bugs must edit different cells"
+        out.update(o)
+    return out
 
 
 def assert_solution_scores(course, grades, scores, lesson, correctness: dict, speed: set):

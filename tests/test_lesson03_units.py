@@ -95,3 +95,30 @@ def test_launch_bound_kernels_are_not_flagged_but_hidden_work_is():
     assert not escaped(wall_ms=0.127, gpu_ms=0.048, issue_ms=0.12)  # the H100 false flag: host-bound
     assert escaped(wall_ms=0.6, gpu_ms=0.05, issue_ms=0.04)  # work the events did not see
     assert not escaped(wall_ms=None, gpu_ms=0.05, issue_ms=None)
+
+
+def test_benchmark_runs_end_to_end_through_the_shared_timers(monkeypatch, tmp_path):
+    """The GPU benchmark's plumbing on the CPU: real solution kernels in the interpreter on small shapes,
+    torch.compile and the GPU timer replaced (the timer by fixed times, so the ratios are known)."""
+    import kernellab.bench_softmax as B
+    import kernellab.timing as T
+
+    times = {"solution": 0.5, "online": 0.5}
+    monkeypatch.setattr(T, "interleaved", lambda fns, rounds: {k: times.get(k, 1.0) for k in fns})
+    monkeypatch.setattr(L, "_compiled", lambda fn: fn)
+    monkeypatch.setattr(B, "COLS", (16, 300))
+    monkeypatch.setattr(B, "ELEMENTS", 16 * 300)
+    monkeypatch.setattr(B, "ONLINE_COLS", (5000,))
+    monkeypatch.setattr(B, "LN_COLS", (64, 100))
+    monkeypatch.setattr(B, "LN_ELEMENTS", 64 * 100)
+    res = B.bench_lesson03()
+    assert [(r["dtype"], r["cols"]) for r in res["softmax"]] == [
+        ("float16", 16), ("float16", 300), ("float32", 16), ("float32", 300)]
+    for r in res["softmax"] + res["layernorm"]:
+        assert r["vs_eager"] == r["vs_compile"] == 2.0 and r["rel_error"] < 1e-3
+    assert all(r["vs_torch"] == 2.0 for r in res["softmax"])
+    assert res["online"][0]["online_gbps"] == 2 * res["online"][0]["torch.softmax_gbps"]
+    B.write_lesson03(res, tmp_path)
+    table = (tmp_path / "lesson03.md").read_text()
+    assert "| float32 | 300 |" in table and "**no**" in table  # 2x the eager chain misses the 5x target
+    assert (tmp_path / "lesson03_softmax.png").exists() and (tmp_path / "lesson03_roofline.png").exists()

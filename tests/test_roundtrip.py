@@ -6,9 +6,9 @@ import math
 import pytest
 
 from kernellab.grading import submissions as S
-from kernellab.grading.dryrun import Course, differs
+from kernellab.grading.dryrun import differs
 from kernellab.lessons import problems_of
-from roundtrip_checks import assert_blank_scores_zero, assert_solution_scores
+from roundtrip_checks import assert_blank_scores_zero, assert_solution_scores, new_course
 
 L = "01_roofline_vector_add"
 CORRECTNESS = {"answers_add": 2, "answers_matmul": 2, "add_correct": 4, "fused_correct": 3}
@@ -17,10 +17,7 @@ SPEED = {"add_bandwidth", "fused_speed"}
 
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory):
-    course = Course(tmp_path_factory.mktemp("course"))
-    course.generate(L)
-    rel, src = course.release_nb(L), course.source_nb(L)
-    wrong = S.known_wrong(L, src)
+    course, rel, src, wrong = new_course(tmp_path_factory, L)
     add = S.solution_texts(src)["add_code"]
     subs = {
         "solution": S.filled(rel, src),

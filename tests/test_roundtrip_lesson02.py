@@ -3,34 +3,22 @@ the solution, the blank release, and wrong submissions that must lose exactly wh
 import pytest
 
 from kernellab.grading import submissions as S
-from kernellab.grading.dryrun import Course, differs
-from roundtrip_checks import assert_blank_scores_zero, assert_solution_scores
+from kernellab.grading.dryrun import differs
+from roundtrip_checks import assert_blank_scores_zero, assert_solution_scores, combine, new_course
 
 L = "02_tiled_matmul"
 CORRECTNESS = {"answers_reuse": 2, "tile_mapping": 2, "matmul_correct": 4, "epilogue_correct": 3}
 SPEED = {"matmul_speed", "epilogue_speed"}
 
 
-def _combine(*overrides):
-    """Several known bugs in one submission (each in its own problem), to keep the CPU suite short."""
-    out = {}
-    for o in overrides:
-        assert not set(o) & set(out), "combined bugs must edit different cells"
-        out.update(o)
-    return out
-
-
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory):
-    course = Course(tmp_path_factory.mktemp("course02"))
-    course.generate(L)
-    rel, src = course.release_nb(L), course.source_nb(L)
-    wrong = S.known_wrong(L, src)
+    course, rel, src, wrong = new_course(tmp_path_factory, L)
     subs = {
         "solution": S.filled(rel, src),
         "blank": rel,
         "nomask": S.filled(rel, src, wrong["no_tail_mask"]),
-        "strides_rowmajor": S.filled(rel, src, _combine(wrong["wrong_strides"], wrong["row_major_order"])),
+        "strides_rowmajor": S.filled(rel, src, combine(wrong["wrong_strides"], wrong["row_major_order"])),
         "fp16acc": S.filled(rel, src, wrong["fp16_accumulation"]),
         "nobias": S.filled(rel, src, wrong["epilogue_without_bias"]),
     }

@@ -3,8 +3,8 @@ solution, the blank release, and wrong submissions that must lose exactly what t
 import pytest
 
 from kernellab.grading import submissions as S
-from kernellab.grading.dryrun import Course, differs
-from roundtrip_checks import assert_blank_scores_zero, assert_solution_scores
+from kernellab.grading.dryrun import differs
+from roundtrip_checks import assert_blank_scores_zero, assert_solution_scores, combine, new_course
 
 L = "03_fused_softmax_layernorm"
 CORRECTNESS = {"answers_traffic": 2, "softmax_correct": 4, "online_softmax_correct": 3, "online_softmax_reads": 2,
@@ -14,12 +14,8 @@ SPEED = {"softmax_speed", "softmax_fusion_speed", "add_layernorm_speed"}
 
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory):
-    course = Course(tmp_path_factory.mktemp("course03"))
-    course.generate(L)
-    rel, src = course.release_nb(L), course.source_nb(L)
-    wrong = S.known_wrong(L, src)
-    three_bugs = {**wrong["no_max_subtraction"], **wrong["unbiased_variance"], **wrong["three_pass_online"]}
-    assert len(three_bugs) == 3, "the combined bugs must edit three different cells"
+    course, rel, src, wrong = new_course(tmp_path_factory, L)
+    three_bugs = combine(wrong["no_max_subtraction"], wrong["unbiased_variance"], wrong["three_pass_online"])
     subs = {
         "solution": S.filled(rel, src),
         "blank": rel,

@@ -53,6 +53,11 @@ def md_table(columns: list, rows: list) -> list[str]:
             + ["| " + " | ".join(str(c) for c in r) + " |" for r in rows])
 
 
+def met(value: float, target: float) -> str:
+    """A table cell saying whether a measured ratio meets its target."""
+    return "yes" if value >= target else "**no**"
+
+
 def save_roofline(points: list, title: str, path: pathlib.Path) -> None:
     from .roofline import plot_roofline
     ax = plot_roofline(points, title=title)

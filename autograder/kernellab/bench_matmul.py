@@ -106,14 +106,14 @@ def write_lesson02(res: dict, out: pathlib.Path) -> None:
     import matplotlib
     matplotlib.use("Agg")
 
-    from .bench import TIMING, _header, md_table, save_roofline
+    from .bench import TIMING, _header, md_table, met, save_roofline
     from .sweeps import plot_matmul_sweep
     lines = ["# Lesson 02 benchmark: tiled matmul and the fused bias + GELU epilogue", ""] + _header() + [
         "", TIMING, "", "## matmul vs cuBLAS (`torch.matmul`), square, autotuned solution", ""]
     lines += md_table(["dtype", "M=N=K", "solution TFLOP/s", "cuBLAS TFLOP/s", "x cuBLAS", "target", "met",
                        "rel. error", "chosen config"], [
         [r["dtype"], r["n"], f"{r['solution_tflops']:.0f}", f"{r['cublas_tflops']:.0f}", f"{r['vs_cublas']:.3f}",
-         r["target"], ("yes" if r["vs_cublas"] >= r["target"] else "**no**") if r["dtype"] == "float16"
+         r["target"], met(r["vs_cublas"], r["target"]) if r["dtype"] == "float16"
          else "(extension)", f"{r['rel_error']:.1e}",
          r["config"].replace(", num_ctas: 1", "").replace(", maxnreg: None", "")] for r in res["matmul"]])
     lines += ["", "## matmul + bias + GELU: one fused kernel vs eager (3 kernels) and torch.compile", ""]

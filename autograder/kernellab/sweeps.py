@@ -72,27 +72,56 @@ def bandwidth_sweep(add, max_log2: int | None = None, plot: bool = True) -> list
     return rows
 
 
+def time_contenders(fns: dict, inputs: list, nbytes: int | None = None, rounds: int = 3) -> dict:
+    """``{name}_ms`` (and ``{name}_gbps`` for ``nbytes``) of each ``fn(*inputs)``, contenders interleaved.
+    timing.bench keeps each contender's first call (compilation, autotuning) out of the numbers."""
+    from .timing import interleaved
+    t = interleaved({k: (lambda f=f: f(*inputs)) for k, f in fns.items()}, rounds)
+    out = {f"{k}_ms": t[k] for k in fns}
+    if nbytes is not None:
+        out |= {f"{k}_gbps": nbytes / (t[k] * 1e-3) / 1e9 for k in fns}
+    return out
+
+
 def matmul_sweep(fns: dict, sizes, rounds: int = 3) -> list[dict]:
     """TFLOP/s of each ``name -> fn(a, b)`` on square fp16 matmuls, contenders interleaved."""
     from tqdm.auto import tqdm
 
-    from .timing import interleaved
     rows = []
     for n in tqdm(list(sizes), desc="sizes", file=sys.stdout):
         a, b = torch.randn(n, n, device="cuda").half(), torch.randn(n, n, device="cuda").half()
-        for fn in fns.values():  # compile and autotune outside the timed rounds
-            fn(a, b)
-        t = interleaved({k: (lambda f=f: f(a, b)) for k, f in fns.items()}, rounds)
-        rows.append({"n": n} | {f"{k}_tflops": 2 * n ** 3 / (t[k] * 1e-3) / 1e12 for k in fns})
+        t = time_contenders(fns, [a, b], rounds=rounds)
+        rows.append({"n": n} | {f"{k}_tflops": 2 * n ** 3 / (t[f"{k}_ms"] * 1e-3) / 1e12 for k in fns})
     return rows
 
 
-def plot_matmul_sweep(rows: list[dict], title: str, ax=None):
+def plot_series(rows: list[dict], x: str, suffix: str, xlabel: str, ylabel: str, title: str, ax=None,
+                line: tuple | None = None):
+    """One line per ``*{suffix}`` key of ``rows`` against ``rows[x]`` (log2 axis); ``line`` = (value, label)
+    draws a ceiling."""
     import matplotlib.pyplot as plt
     if ax is None:
         _, ax = plt.subplots(figsize=(7, 3.8))
-    ns = [r["n"] for r in rows]
-    for i, key in enumerate(k for k in rows[0] if k.endswith("_tflops")):
-        ax.plot(ns, [r[key] for r in rows], "o-" if i == 0 else "s--", label=key[:-len("_tflops")])
+    xs = [r[x] for r in rows]
+    for i, key in enumerate(k for k in rows[0] if k.endswith(suffix)):
+        ax.plot(xs, [r[key] for r in rows], "o-" if i == 0 else "s--", label=key[:-len(suffix)])
     ax.set_xscale("log", base=2)
-    return _label(ax, "M = N = K (fp16 inputs, fp32 accumulation)", "TFLOP/s (2 N^3 per call)", title)
+    if line is not None:
+        ax.axhline(line[0], color="grey", ls=":", lw=1, label=line[1])
+    return _label(ax, xlabel, ylabel, title)
+
+
+def plot_matmul_sweep(rows: list[dict], title: str, ax=None):
+    return plot_series(rows, "n", "_tflops", "M = N = K (fp16 inputs, fp32 accumulation)", "TFLOP/s (2 N^3 per call)",
+                       title, ax)
+
+
+def plot_gbps(rows: list[dict], x: str, title: str, ax=None):
+    """GB/s of each contender against a row length, with this GPU's copy bandwidth as the roof."""
+    from .ceilings import measure_ceilings
+    line = None
+    if DEVICE.on_gpu:
+        copy = measure_ceilings(quiet=True).copy_gbps
+        line = (copy, f"copy {copy:,.0f} GB/s")
+    return plot_series(rows, x, "_gbps", "row length (columns)", "GB/s (bytes a fused kernel must move)", title,
+                       ax, line)

@@ -345,49 +345,72 @@ def _compiled(fn):
     return torch.compile(fn)
 
 
+def softmax_contenders(softmax, name: str = "your softmax", compile: bool = True) -> dict:
+    """``softmax`` next to torch.softmax, the eager chain and (``compile``) torch.compile of the chain."""
+    fns = {name: softmax, "torch.softmax": lambda x: torch.softmax(x, dim=-1), "eager chain": softmax_eager}
+    if compile:
+        fns["torch.compile(eager)"] = _compiled(softmax_eager)
+    return fns
+
+
+def time_softmaxes(fns: dict, cols, dtype=torch.float16, rounds: int = 3, elements: int = SWEEP_ELEMENTS,
+                   checked: str | None = None, device: str = "cuda") -> list[dict]:
+    """Per row length: ``{name}_ms`` and ``{name}_gbps`` (2 passes over ``elements``) of each contender (GPU);
+    with ``checked``, that contender's relative error on the same input too."""
+    import sys
+
+    from tqdm.auto import tqdm
+
+    from ..compare import rel_error
+    from ..sweeps import time_contenders
+    rows = []
+    for c in tqdm(list(cols), desc=f"softmax {str(dtype)[6:]}", file=sys.stdout):
+        x = (torch.randn(elements // c, c, device=device) * 3).to(dtype)
+        row = {"dtype": str(dtype)[6:], "cols": c, "rows": x.shape[0]}
+        if checked:
+            row["rel_error"] = rel_error(fns[checked](x), softmax_reference(x))
+        rows.append(row | time_contenders(fns, [x], 2 * x.numel() * x.element_size(), rounds))
+    return rows
+
+
 def softmax_sweep(softmax, cols=SWEEP_COLS, dtype=torch.float16, compile: bool = True, plot: bool = True):
     """GB/s (2 passes over 32 Mi elements) vs row length: yours, torch.softmax, eager and torch.compile."""
     if not DEVICE.on_gpu:
         print("No GPU: the sweep needs one. The committed chart assets/bench/lesson03_softmax.png shows an H100's.")
         return []
-    import sys
-
-    from tqdm.auto import tqdm
-
-    from ..timing import interleaved
-    fns = {"your softmax": softmax, "torch.softmax": lambda x: torch.softmax(x, dim=-1), "eager chain": softmax_eager}
-    if compile:
-        fns["torch.compile(eager)"] = _compiled(softmax_eager)
-    rows = []
-    for c in tqdm(list(cols), desc="row lengths", file=sys.stdout):
-        x = torch.randn(SWEEP_ELEMENTS // c, c, device="cuda").to(dtype)
-        for f in fns.values():  # compile outside the timed rounds
-            f(x)
-        t = interleaved({k: (lambda f=f: f(x)) for k, f in fns.items()}, 3)
-        nbytes = 2 * x.numel() * x.element_size()
-        rows.append({"cols": c} | {f"{k}_gbps": nbytes / (t[k] * 1e-3) / 1e9 for k in fns})
+    rows = [{k: v for k, v in r.items() if k == "cols" or k.endswith("_gbps")}
+            for r in time_softmaxes(softmax_contenders(softmax, compile=compile), cols, dtype)]
     if plot:
         import matplotlib.pyplot as plt
+
+        from ..sweeps import plot_gbps
         plot_gbps(rows, "cols", f"softmax, {str(dtype)[6:]}, 32 Mi elements, on {DEVICE.name}")
         plt.show()
     return rows
 
 
-def plot_gbps(rows: list[dict], x: str, title: str, ax=None):
-    import matplotlib.pyplot as plt
+def add_layernorm_contenders(add_layernorm, name: str = "yours") -> dict:
+    return {name: add_layernorm, "eager": add_layernorm_eager, "torch.compile": _compiled(add_layernorm_eager)}
 
-    from ..ceilings import measure_ceilings
-    from ..sweeps import _label
-    if ax is None:
-        _, ax = plt.subplots(figsize=(7, 3.8))
-    xs = [r[x] for r in rows]
-    for i, key in enumerate(k for k in rows[0] if k.endswith("_gbps")):
-        ax.plot(xs, [r[key] for r in rows], "o-" if i == 0 else "s--", label=key[:-len("_gbps")])
-    ax.set_xscale("log", base=2)
-    if DEVICE.on_gpu:
-        copy = measure_ceilings(quiet=True).copy_gbps
-        ax.axhline(copy, color="grey", ls=":", lw=1, label=f"copy {copy:,.0f} GB/s")
-    return _label(ax, "row length (columns)", "GB/s (bytes a fused kernel must move)", title)
+
+def time_add_layernorms(fns: dict, shapes, rounds: int = 3, checked: str | None = None,
+                        device: str = "cuda") -> list[dict]:
+    """Per (rows, cols) fp16 shape: ``{name}_ms`` and ``{name}_gbps`` (x and residual read, y written) of each
+    contender (GPU); with ``checked``, that contender's relative error on the same inputs too."""
+    import sys
+
+    from tqdm.auto import tqdm
+
+    from ..compare import rel_error
+    from ..sweeps import time_contenders
+    out = []
+    for shape in tqdm(list(shapes), desc="add + LayerNorm", file=sys.stdout):
+        inputs = _randn_ln(shape)(torch.Generator(device).manual_seed(shape[1]), device)
+        row = {"shape": tuple(shape), "rows": shape[0], "cols": shape[1]}
+        if checked:
+            row["rel_error"] = rel_error(fns[checked](*inputs), add_layernorm_reference(*inputs))
+        out.append(row | time_contenders(fns, inputs, _ln_bytes(inputs), rounds))
+    return out
 
 
 def compare_compile(add_layernorm, shapes=((16384, 1024), (4096, 4096), (2048, 8192))) -> list[dict]:
@@ -396,24 +419,11 @@ def compare_compile(add_layernorm, shapes=((16384, 1024), (4096, 4096), (2048, 8
         print("No GPU: torch.compile is compared on a GPU only. On an H100 (assets/bench/lesson03.md) the "
               "solution and torch.compile both fuse the add into the norm.")
         return []
-    import sys
-
-    from tqdm.auto import tqdm
-
-    from ..timing import interleaved
-    comp = _compiled(add_layernorm_eager)
+    fns = add_layernorm_contenders(add_layernorm)
     rows = []
-    for shape in tqdm(shapes, desc="shapes", file=sys.stdout):
-        x, res, w, b, eps = _randn_ln(shape)(torch.Generator("cuda").manual_seed(0), "cuda")
-        fns = {"yours": lambda: add_layernorm(x, res, w, b, eps), "eager": lambda: add_layernorm_eager(x, res, w, b, eps),
-               "torch.compile": lambda: comp(x, res, w, b, eps)}
-        for f in fns.values():
-            f()
-        t = interleaved(fns, 3)
-        gb = 3 * x.numel() * 2 / 1e9
-        row = {"shape": shape} | {f"{k}_gbps": gb / (t[k] * 1e-3) for k in fns}
-        rows.append(row)
-        print(f"{shape}: " + ", ".join(f"{k} {row[k + '_gbps']:,.0f} GB/s" for k in fns))
+    for r in time_add_layernorms(fns, shapes):
+        rows.append({"shape": r["shape"]} | {k: v for k, v in r.items() if k.endswith("_gbps")})
+        print(f"{r['shape']}: " + ", ".join(f"{k} {r[k + '_gbps']:,.0f} GB/s" for k in fns))
     return rows
 
 

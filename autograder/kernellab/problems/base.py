@@ -7,6 +7,7 @@ trusted parent, which computes every reference itself.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 from typing import Any, Callable
@@ -99,7 +100,8 @@ def run_case(fn, problem: CorrectnessProblem, case: Case, device: str) -> CallRe
     tensors = [v for v in views if isinstance(v, torch.Tensor)]
     before = [v.clone() for v in tensors]
     try:  # numpy's overflow warnings from the interpreter (exp of a large value) are not the learner's concern
-        with watched() as st, numpy.errstate(all="ignore"), count_reads(views[:1]) as reads:
+        counting = count_reads(views[:1]) if problem.max_reads is not None else contextlib.nullcontext()
+        with watched() as st, numpy.errstate(all="ignore"), counting as reads:
             out = fn(*views, **case.kwargs)
     except Exception as exc:  # noqa: BLE001 - any learner error becomes a paragraph
         return CallResult(case.label, error=describe_exception(exc, call))
@@ -140,7 +142,7 @@ def run_case(fn, problem: CorrectnessProblem, case: Case, device: str) -> CallRe
     result = out.detach().to("cpu").clone()
     if want_shape is not None and tuple(result.shape) != want_shape:
         return CallResult(case.label, error=f"{call} returned shape {tuple(result.shape)}; expected {want_shape}.")
-    counted = reads.elements[0] if problem.max_reads is not None and reads.available else None
+    counted = reads.elements[0] if reads is not None and reads.available else None
     return CallResult(case.label, output=result, reads=counted)
 
 
