@@ -53,7 +53,8 @@ def test_wrong_only_in_last_block_hints_the_mask():
 
 def test_wrong_arithmetic():
     msg = failure(K.launcher(K.sub_kernel))
-    assert "wrong" in msg and "expected" in msg
+    # x - y is right wherever y rounds to 0; the message then points at the first wrong element
+    assert "wrong" in msg and ("expected" in msg or "are wrong; everything before" in msg)
 
 
 def test_torch_op_instead_of_kernel():

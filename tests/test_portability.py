@@ -43,7 +43,10 @@ def test_dot_kernels_are_autotuned_over_configs_that_fit_a_t4(lesson):
     for k in kernels:
         if "tl.dot" not in inspect.getsource(k.fn):
             continue
-        assert id(k) in tuned, f"{lesson}: {k.fn.__name__} uses tl.dot without autotuning over T4-sized configs"
+        if id(k) not in tuned:  # a helper gets its block sizes from the autotuned kernels that call it
+            callers = [t for t in tuned.values() if f"{k.fn.__name__}(" in inspect.getsource(t.fn.fn)]
+            assert callers, f"{lesson}: {k.fn.__name__} uses tl.dot without autotuning over T4-sized configs"
+            continue
         configs = tuned[id(k)].configs
         fits = [c for c in configs if shared_bytes(c) <= T4_SHARED_BYTES]
         assert fits, f"{lesson}: no configuration of {k.fn.__name__} fits 64 KB"

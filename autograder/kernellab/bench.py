@@ -151,7 +151,8 @@ def run_bench(out_dir: str, quick: bool = False, lessons=None) -> None:
     out = pathlib.Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     print(fingerprint())
-    lessons = lessons or ["01_roofline_vector_add", "02_tiled_matmul", "03_fused_softmax_layernorm"]
+    lessons = lessons or ["01_roofline_vector_add", "02_tiled_matmul", "03_fused_softmax_layernorm",
+                          "04_flash_attention"]
     if "01_roofline_vector_add" in lessons:
         _write_lesson01(bench_lesson01(quick), out)
         print((out / "lesson01.md").read_text())
@@ -163,3 +164,7 @@ def run_bench(out_dir: str, quick: bool = False, lessons=None) -> None:
         from .bench_softmax import bench_lesson03, write_lesson03
         write_lesson03(bench_lesson03(quick), out)
         print((out / "lesson03.md").read_text())
+    if "04_flash_attention" in lessons or "05_flash_attention_backward" in lessons:
+        from .bench_attention import bench_attention, write_attention
+        write_attention(bench_attention(quick), out)
+        print((out / "lesson04.md").read_text() + (out / "lesson05.md").read_text())

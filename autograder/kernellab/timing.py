@@ -97,8 +97,9 @@ def measure_speed(fn, problem: SpeedProblem, seed: int, rounds: int = 5, reps: i
         for _ in range(3):
             fn(*live)
         torch.cuda.synchronize()
+        baseline = problem.baseline_setup(live) if problem.baseline_setup else problem.baseline
         for _ in range(2):
-            problem.baseline(*live)
+            baseline(*live)
         torch.cuda.synchronize()
     except Exception as exc:  # noqa: BLE001
         from .invoke import describe_exception
@@ -121,7 +122,7 @@ def measure_speed(fn, problem: SpeedProblem, seed: int, rounds: int = 5, reps: i
                 gpu_wait()
                 if who == "base":
                     bstart[r * reps + j].record()
-                    problem.baseline(*live)
+                    baseline(*live)
                     bend[r * reps + j].record()
                     continue
                 if j == watch_rep[r]:  # an untimed, watched run among the timed ones
@@ -137,7 +138,12 @@ def measure_speed(fn, problem: SpeedProblem, seed: int, rounds: int = 5, reps: i
                     out = fn(*live)
                     end[r * reps + j].record()
                 torch.cuda.synchronize()
-                flat = out.reshape(-1)
+                try:
+                    flat = (problem.sketch_of(out) if problem.sketch_of else out).reshape(-1)
+                except Exception:  # noqa: BLE001 - not the tensor(s) the problem asks for
+                    result["error"] = (f"`{problem.names[0]}` at the timed size returned {type(out).__name__}, "
+                                       "not what the problem asks for (see its correctness check).")
+                    return result
                 idx = torch.randint(flat.numel(), (SKETCH,), generator=pick)
                 result["sketches"].append((i, idx, flat[idx.to(flat.device)].detach().cpu()))
                 del out, flat
@@ -182,8 +188,14 @@ def judge_speed(problem: SpeedProblem, seed: int, m: dict, ceil=None):
         return Outcome(pid, 0.0, m["error"], {})
     device = "cuda"
     pool = _pool(problem, seed, device)
+    full = {}
     for i, idx, vals in m["sketches"]:
-        ref = problem.reference_at(pool[i], idx.to(device)).double().cpu()
+        if problem.reference_full is not None:
+            if i not in full:
+                full[i] = problem.reference_full(pool[i]).reshape(-1)
+            ref = full[i][idx.to(device)].double().cpu()
+        else:
+            ref = problem.reference_at(pool[i], idx.to(device)).double().cpu()
         got = vals.double()
         if not torch.isfinite(got).all():
             return Outcome(pid, 0.0, "Outputs during the timed runs contained NaN or inf.", {})
@@ -192,7 +204,7 @@ def judge_speed(problem: SpeedProblem, seed: int, m: dict, ceil=None):
             return Outcome(pid, 0.0, (f"Outputs during the timed runs were wrong (relative error {err:.1e}): "
                                       "a result cached from an earlier call, or a kernel that is wrong at this "
                                       "size?"), {"sketch_error": err})
-    del pool
+    del pool, full
     t_c = statistics.median(m["cand_ms"])
     t_b = statistics.median(m["base_ms"])
     details = {"cand_ms_median": t_c, "base_ms_median": t_b, "wall_ms": m["wall_ms"],

@@ -9,6 +9,7 @@ against references it computed itself; nothing here decides a score.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import pathlib
@@ -33,6 +34,7 @@ def main(jobdir: str) -> int:
 
     # Trusted references, bound before any learner code exists in this process.
     _save, _run_corr, _run_case, _run_fn, _measure = torch.save, run_correctness, run_case, run_function, measure_speed
+    _asdict = dataclasses.asdict
     problem = problems_of(job["lesson"])[job["problem"]]
     out = {"error": None}
 
@@ -82,8 +84,7 @@ def main(jobdir: str) -> int:
         results = _run_corr(fn, problem, cases, DEVICE.torch_device)
         if first is not None and first.error and not any(r.error for r in results):
             results = [first]
-        return finish(results=[{"label": r.label, "output": r.output, "error": r.error, "reads": r.reads}
-                              for r in results])
+        return finish(results=[_asdict(r) for r in results])
 
     if problem.kind == "speed":
         if not DEVICE.on_gpu:

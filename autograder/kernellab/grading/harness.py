@@ -6,6 +6,7 @@ references computed here, and leave an audit record (result.json).
 """
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import json
 import math
@@ -136,8 +137,8 @@ def grade_problem(problem, nb, seed: int, ceil=None, facts: dict | None = None,
     if data.get("error"):
         return Outcome(problem.id, 0.0, data["error"]), record
     if problem.kind == "correctness":
-        results = [CallResult(r["label"], r.get("output"), r.get("error"), r.get("reads"))
-                   for r in data.get("results", [])]
+        fields = {f.name for f in dataclasses.fields(CallResult)}
+        results = [CallResult(**{k: v for k, v in r.items() if k in fields}) for r in data.get("results", [])]
         return judge_correctness(problem, cases, results), record
     if problem.kind == "function":
         return judge_function(problem, cases, data.get("results", [])), record

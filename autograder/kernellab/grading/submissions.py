@@ -82,6 +82,29 @@ def known_wrong(lesson: str, source_nb) -> dict:
                                       "rstd = 1.0 / tl.sqrt(tl.sum(h * h, axis=1) / n_cols - mean * mean + eps)"),
             "three_pass_online": {"online_softmax_code": three},
         }
+    if lesson == "04_flash_attention":
+        return {
+            # the accumulator and sum are not rescaled when the running max grows
+            "no_rescaling": {"flash_attention_code": edit("flash_attention_code", "l_i = l_i * alpha + tl.sum(p, 1)",
+                                                          "l_i = l_i + tl.sum(p, 1)")["flash_attention_code"].replace(
+                "acc * alpha[:, None])", "acc)")},
+            "causal_off_by_one": edit("flash_attention_code", "cols[None, :] <= rows[:, None]",
+                                      "cols[None, :] < rows[:, None]"),
+            "missing_tail_mask": edit("flash_attention_code", "            keep = cols[None, :] < n_keys\n",
+                                      "            keep = cols[None, :] >= 0  # every key counts\n"),
+            # O(N^2) memory: the scores of one head written to a scratch buffer first
+            "scores_scratch": edit("flash_attention_code", "    lse = torch.empty((B, H, N), dtype=torch.float32, "
+                                   "device=q.device)\n", "    lse = torch.empty((B, H, N), dtype=torch.float32, "
+                                   "device=q.device)\n    scratch = torch.empty((B, H, N, N), dtype=q.dtype, "
+                                   "device=q.device)\n"),
+        }
+    if lesson == "05_flash_attention_backward":
+        return {
+            "dk_without_scale": edit("flash_backward_code", "    dk *= sm_scale", "    dk *= 1.0"),
+            "causal_off_by_one": edit("flash_backward_code", "keep = keep & (cols[:, None] <= rows[None, :])",
+                                      "keep = keep & (cols[:, None] < rows[None, :])"),
+            "forward_returns_lse": edit("attention_function_code", "        return o\n", "        return o, lse\n"),
+        }
     return {}
 
 

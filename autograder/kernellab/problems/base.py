@@ -36,6 +36,7 @@ class CallResult:
     output: torch.Tensor | None = None
     error: str | None = None
     reads: int | None = None  # elements read from input 0 (counted in the interpreter; None: not counted)
+    extra_bytes: int | None = None  # bytes the call allocated besides its outputs (None: not counted)
 
 
 @dataclasses.dataclass
@@ -79,6 +80,16 @@ class CorrectnessProblem(Problem):
     # Known mistakes as alternative references: ((case) -> float64 tensor, what it means). A wrong output
     # that matches one of them gets its sentence (e.g. LayerNorm with the unbiased variance).
     mistakes: tuple = ()
+    # Several returned tensors (FlashAttention's output and log-sum-exp): their names, in order. Then
+    # out_dtype, out_shape and reference give one value per name.
+    outputs: tuple = ()
+    # What the check calls instead of fn(*inputs) (fn's forward and backward through autograd, say), and
+    # what replaces the signature check for it: (obj) -> why it cannot be used, or None.
+    call: Callable = None
+    validate: Callable = None
+    # Bytes the call may allocate besides its outputs ((case) -> bytes): O(N) memory, not an N x N matrix.
+    max_extra_bytes: Callable = None
+    extra_bytes_why: str = ""
 
     kind = "correctness"
 
@@ -89,6 +100,35 @@ class CorrectnessProblem(Problem):
     @property
     def n_args(self) -> int:
         return self.signature.count(",") + 1 if "()" not in self.signature else 0
+
+    def per_output(self, value) -> tuple:
+        """out_dtype / out_shape / reference values as one tuple entry per returned tensor."""
+        return tuple(value) if self.outputs else (value,)
+
+    def output_names(self) -> tuple:
+        return self.outputs or ("output",)
+
+
+def _returned_tensors(problem: CorrectnessProblem, out, call: str):
+    """(tensors, None) when ``out`` has the shape of answer the problem wants, else (None, why)."""
+    if out is None:
+        return None, f"{call} returned None: return the output tensor{'s' if problem.outputs else ''}."
+    if not problem.outputs:
+        if not isinstance(out, torch.Tensor):
+            return None, f"{call} returned a {type(out).__name__}, not a tensor."
+        return (out,), None
+    want = ", ".join(problem.outputs)
+    if not isinstance(out, (tuple, list)) or len(out) != len(problem.outputs):
+        got = f"a {type(out).__name__}" + (f" of {len(out)}" if isinstance(out, (tuple, list)) else "")
+        return None, f"{call} returned {got}; expected a tuple of {len(problem.outputs)} tensors ({want})."
+    for name, o in zip(problem.outputs, out):
+        if not isinstance(o, torch.Tensor):
+            return None, f"{call} returned a {type(o).__name__} as {name}, not a tensor."
+    return tuple(out), None
+
+
+def _nbytes(t: torch.Tensor) -> int:
+    return t.numel() * t.element_size()
 
 
 def run_case(fn, problem: CorrectnessProblem, case: Case, device: str) -> CallResult:
@@ -102,7 +142,7 @@ def run_case(fn, problem: CorrectnessProblem, case: Case, device: str) -> CallRe
     try:  # numpy's overflow warnings from the interpreter (exp of a large value) are not the learner's concern
         counting = count_reads(views[:1]) if problem.max_reads is not None else contextlib.nullcontext()
         with watched() as st, numpy.errstate(all="ignore"), counting as reads:
-            out = fn(*views, **case.kwargs)
+            out = problem.call(fn, *views, **case.kwargs) if problem.call else fn(*views, **case.kwargs)
     except Exception as exc:  # noqa: BLE001 - any learner error becomes a paragraph
         return CallResult(case.label, error=describe_exception(exc, call))
     err = sync(device)
@@ -110,24 +150,27 @@ def run_case(fn, problem: CorrectnessProblem, case: Case, device: str) -> CallRe
         return CallResult(case.label, error=err)
     if st.misuse(call):
         return CallResult(case.label, error=st.misuse(call))
-    if out is None:
-        return CallResult(case.label, error=f"{call} returned None: return the output tensor.")
-    if not isinstance(out, torch.Tensor):
-        return CallResult(case.label, error=f"{call} returned a {type(out).__name__}, not a tensor.")
-    if str(out.device).split(":")[0] != device:
-        return CallResult(case.label, error=(
-            f"{call} returned a tensor on {out.device}, but the inputs are on {device}. Allocate the output "
-            "on the inputs' device, e.g. torch.empty_like(x)."))
-    want_dtype = problem.out_dtype(case)
-    want_shape = tuple(problem.out_shape(case))
-    if out.dtype != want_dtype:
-        return CallResult(case.label, error=f"{call} returned {out.dtype}; expected {want_dtype}.")
-    if any(out.untyped_storage().data_ptr() == v.untyped_storage().data_ptr() for v in tensors):
-        return CallResult(case.label, error=f"{call} returned one of its inputs: write into a new output tensor.")
-    if st.owns(out) is None:
-        return CallResult(case.label, error=(
-            f"{call} returned a tensor that was not allocated during the call (a cached or global buffer?). "
-            "Allocate the output inside the function, e.g. torch.empty_like(x)."))
+    outs, why = _returned_tensors(problem, out, call)
+    if why:
+        return CallResult(case.label, error=why)
+    several = bool(problem.outputs)
+    for name, o, want_dtype, want_shape in zip(problem.output_names(), outs, problem.per_output(problem.out_dtype(case)),
+                                               problem.per_output(problem.out_shape(case))):
+        what = f"{call} ({name})" if several else call
+        if str(o.device).split(":")[0] != device:
+            return CallResult(case.label, error=(
+                f"{what} returned a tensor on {o.device}, but the inputs are on {device}. Allocate the output "
+                "on the inputs' device, e.g. torch.empty_like(x)."))
+        if o.dtype != want_dtype:
+            return CallResult(case.label, error=f"{what} returned {o.dtype}; expected {want_dtype}.")
+        if any(o.untyped_storage().data_ptr() == v.untyped_storage().data_ptr() for v in tensors):
+            return CallResult(case.label, error=f"{what} returned one of its inputs: write into a new output tensor.")
+        if st.owns(o) is None:
+            return CallResult(case.label, error=(
+                f"{what} returned a tensor that was not allocated during the call (a cached or global buffer?). "
+                "Allocate the output inside the function, e.g. torch.empty_like(x)."))
+        if want_shape is not None and tuple(o.shape) != tuple(want_shape):
+            return CallResult(case.label, error=f"{what} returned shape {tuple(o.shape)}; expected {tuple(want_shape)}.")
     for g in st.allocations:
         hit = g.first_guard_hit()
         if hit is not None:
@@ -139,16 +182,17 @@ def run_case(fn, problem: CorrectnessProblem, case: Case, device: str) -> CallRe
             return CallResult(case.label, error=f"{call} wrote past the end of input {i}.")
         if not torch.equal(torch.nan_to_num(g.view), torch.nan_to_num(b)):
             return CallResult(case.label, error=f"{call} changed its input {i}: inputs must stay as they were.")
-    result = out.detach().to("cpu").clone()
-    if want_shape is not None and tuple(result.shape) != want_shape:
-        return CallResult(case.label, error=f"{call} returned shape {tuple(result.shape)}; expected {want_shape}.")
+    results = tuple(o.detach().to("cpu").clone() for o in outs)
     counted = reads.elements[0] if reads is not None and reads.available else None
-    return CallResult(case.label, output=result, reads=counted)
+    owners = {id(st.owns(o)) for o in outs}
+    extra = sum(_nbytes(g.view) for g in st.allocations if id(g) not in owners)
+    return CallResult(case.label, output=results if several else results[0], reads=counted, extra_bytes=extra)
 
 
 def run_correctness(fn, problem: CorrectnessProblem, cases: list, device: str, stop_on_error=True) -> list:
     """Every case, then the first case again (two runs must agree). Stops at the first error."""
-    bad = signature_problem(fn, problem.n_args, problem.names[0], problem.signature)
+    bad = (problem.validate(fn) if problem.validate else
+           signature_problem(fn, problem.n_args, problem.names[0], problem.signature))
     if bad:
         return [CallResult("signature", error=bad)]
     results = []
@@ -170,14 +214,15 @@ def judge_correctness(problem: CorrectnessProblem, cases: list, results: list) -
     for case, res in zip(list(cases) + cases[:1], results):
         if res.error:
             return Outcome(problem.id, 0.0, res.error, details)
-        v = compare(res.output, problem.reference(case), what=f"output ({case.label})")
+        v = compare_outputs(problem, res.output, problem.reference(case), case.label)
         worst = max(worst, v.rel_error or 0.0)
         if not v.ok:
             wrong.append((case.label, v.message))
-        elif problem.max_reads is not None:
-            over = _too_many_reads(problem, case, res)
-            if over:
-                return Outcome(problem.id, 0.0, over, details)
+            continue
+        over = _too_many_reads(problem, case, res) if problem.max_reads is not None else ""
+        over = over or (_too_much_memory(problem, case, res) if problem.max_extra_bytes is not None else "")
+        if over:
+            return Outcome(problem.id, 0.0, over, details)
     if wrong:
         # Small cases fail as a whole; a larger one can say *where* it goes wrong (the tail?).
         label, msg = next((w for w in wrong if "from index" in w[1]), wrong[0])
@@ -189,9 +234,9 @@ def judge_correctness(problem: CorrectnessProblem, cases: list, results: list) -
         return Outcome(problem.id, 0.0, f"Wrong result for {label}. {hint}{msg}{also}", details)
     if len(results) < len(cases) + 1:
         return Outcome(problem.id, 0.0, f"Only {len(results)} of {len(cases) + 1} calls finished.", details)
-    first, again = results[0].output, results[-1].output
-    diff = compare(again, first.double(), what="repeated output").rel_error or 0.0
-    if diff > problem.tolerance_repeat and not torch.equal(first, again):
+    first, again = problem.per_output(results[0].output), problem.per_output(results[-1].output)
+    diff = max(compare(b, a.double(), what="repeated output").rel_error or 0.0 for a, b in zip(first, again))
+    if diff > problem.tolerance_repeat and not all(torch.equal(a, b) for a, b in zip(first, again)):
         return Outcome(problem.id, 0.0, (
             f"Two runs on the same input disagree (relative difference {diff:.1e}): a race, or a read of "
             "memory nothing wrote?"), details)
@@ -203,6 +248,27 @@ def judge_correctness(problem: CorrectnessProblem, cases: list, results: list) -
         reads = f"; at most {per:.2f} reads per input element"
     return Outcome(problem.id, 1.0, f"Correct on all {len(cases)} cases (worst relative error {worst:.1e}{reads}).",
                    details)
+
+
+def compare_outputs(problem: CorrectnessProblem, output, reference, label: str):
+    """One verdict for all of a call's outputs: the first wrong one speaks, the worst error is kept."""
+    from ..compare import Verdict
+    several = bool(problem.outputs)
+    worst = 0.0
+    for name, o, r in zip(problem.output_names(), problem.per_output(output), problem.per_output(reference)):
+        v = compare(o, r, what=f"{name} ({label})")
+        if not v.ok:
+            return Verdict(False, v.rel_error, (f"{name}: " if several else "") + v.message)
+        worst = max(worst, v.rel_error or 0.0)
+    return Verdict(True, worst, "")
+
+
+def _too_much_memory(problem: CorrectnessProblem, case: Case, res: CallResult) -> str:
+    allowed = problem.max_extra_bytes(case)
+    if res.extra_bytes is None or res.extra_bytes <= allowed:
+        return ""
+    return (f"Correct, but on {case.label} the call allocated {res.extra_bytes / 1e6:.2f} MB besides its outputs, "
+            f"where at most {allowed / 1e6:.2f} MB are allowed. {problem.extra_bytes_why}")
 
 
 def _too_many_reads(problem: CorrectnessProblem, case: Case, res: CallResult) -> str:
@@ -223,7 +289,7 @@ def mistake_hint(problem: CorrectnessProblem, cases: list, results: list, wrong_
         if case.label not in wrong_labels or res.output is None:
             continue
         for alternative, meaning in problem.mistakes:
-            if compare(res.output, alternative(case)).ok:
+            if compare_outputs(problem, res.output, alternative(case), case.label).ok:
                 return meaning + " "
     return ""
 
@@ -375,6 +441,12 @@ class SpeedProblem(Problem):
     bands: tuple = ()  # ((threshold, fraction), ...) best first
     out_dtype: Callable = None
     precheck: "CorrectnessProblem" = None  # the learner's check runs this first: speed of a wrong kernel is moot
+    # A baseline that needs state (the forward graph whose backward is timed): (inputs) -> callable(*inputs)
+    baseline_setup: Callable = None
+    # Several returned tensors: (output) -> the one flat tensor whose elements are sampled and re-checked
+    sketch_of: Callable = None
+    # The whole right output as one flat tensor, computed once per input set (instead of reference_at)
+    reference_full: Callable = None
 
     kind = "speed"
     needs_gpu = True
