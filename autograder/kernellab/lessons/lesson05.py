@@ -98,7 +98,8 @@ def _function_case(gen, B, H, N, D, causal, layout) -> Case:
 
 
 def _function_cases(gen, on_gpu):
-    picked = [(1, 2, 7, 32, True, "bhnd"), (1, 2, 200, 64, False, "bhnd"), (2, 2, 300, 16, True, "bnhd")]
+    picked = [(1, 2, 7, 32, True, "bhnd"), (1, 2, 200, 64, False, "bhnd"), (2, 2, 300, 16, True, "bnhd"),
+              (1, 2, 256, 64, False, "bhnd")]
     if on_gpu:
         picked.append((2, 4, 1000, 128, True, "bhnd"))
     return [_function_case(gen, *s) for s in picked]

@@ -302,7 +302,7 @@ def pattern_hint(problem: CorrectnessProblem, cases: list, wrong_labels: set) ->
         return ""
     wrong = [set(c.tags) for c in cases if c.label in wrong_labels]
     right = [set(c.tags) for c in cases if c.label not in wrong_labels]
-    if not wrong:
+    if not wrong or not right:  # everything wrong: no tag can be blamed
         return ""
     shared = {t for t in set.intersection(*wrong) if sum(t in r for r in right) < len(wrong)}
     said = [problem.hints[t] for t in problem.hints if t in shared]  # the hints are ordered: most specific first
