@@ -34,3 +34,11 @@ def assert_blank_scores_zero(course, scores, lesson, said_not_written: tuple):
     assert all(v == 0 for v in scores["blank"].values())
     for gid in said_not_written:
         assert "not written yet" in course.result(lesson, "blank", gid)["why"]
+
+
+def assert_feedback_and_export_cover(course, grades, scores, lesson):
+    """Every graded student got a feedback page and a row in the exported grades."""
+    assert scores
+    for student in scores:
+        assert (course.ag / "feedback" / student / lesson / f"{lesson}.html").exists(), student
+        assert student in grades, student

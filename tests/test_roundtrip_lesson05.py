@@ -4,7 +4,7 @@ import pytest
 
 from kernellab.grading import submissions as S
 from kernellab.grading.dryrun import differs
-from roundtrip_checks import assert_blank_scores_zero, assert_solution_scores, combine, new_course
+from roundtrip_checks import assert_feedback_and_export_cover, assert_blank_scores_zero, assert_solution_scores, combine, new_course
 
 L = "05_flash_attention_backward"
 CORRECTNESS = {"answers_backward": 2, "flash_backward_correct": 5, "attention_function_correct": 3}
@@ -46,6 +46,4 @@ def test_causal_off_by_one_loses_the_backward_and_the_function(graded):
 
 
 def test_feedback_and_export_cover_every_student(graded):
-    course, grades, _ = graded
-    for student in ("solution", "blank", "unscaled_dk_and_tuple", "causal_off_by_one"):
-        assert (course.ag / "feedback" / student / L / f"{L}.html").exists()
+    assert_feedback_and_export_cover(*graded, L)

@@ -11,37 +11,48 @@ from .device import DEVICE
 
 SHAPES = [(D, N, causal) for D in (64, 128) for N in (1024, 4096, 16384) for causal in (False, True)]
 B, H = 4, 32
+MEMORY_NS = (1024, 4096, 16384)
 TARGETS = {"fwd_vs_flash": 1.2, "fwd_vs_cudnn": 0.85, "bwd_vs_flash": 1.0}  # issue 5
 
 
-def _backend(name):
+def _backends():
+    """name -> SDPA restricted to that backend (an error, not a silent fallback, if it cannot run here)."""
     from torch.nn.attention import SDPBackend
-    return {"flash": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION}[name]
+
+    from .lessons.attention import attention_sdpa, sdpa_on
+    return {"flash": sdpa_on(SDPBackend.FLASH_ATTENTION), "cudnn": sdpa_on(SDPBackend.CUDNN_ATTENTION),
+            "SDPA default": attention_sdpa}
 
 
-def sdpa_on(name):
-    """SDPA forced onto one backend (an error, not a silent fallback, if it cannot run here)."""
-    from torch.nn.attention import sdpa_kernel
-
-    from .lessons.attention import attention_sdpa
-
-    def run(q, k, v, causal):
-        with sdpa_kernel(_backend(name)):
-            return attention_sdpa(q, k, v, causal)
-    return run
-
-
-def _sdpa_backward(name, inputs):
-    from torch.nn.attention import sdpa_kernel
-
+def _time_shape(fwd, bwd, D: int, N: int, causal: bool, rounds: int) -> dict:
+    """One shape: TFLOP/s of the solution and of each SDPA backend, forward and backward, and the solution's
+    errors on a slice of the batch (the tensors and SDPA's graphs go when this returns)."""
+    from .compare import rel_error
+    from .lessons.attention import attention_flops, attention_grads_reference, attention_reference, qkv
     from .lessons.lesson05 import sdpa_backward_of
-    with sdpa_kernel(_backend(name)):
-        bwd = sdpa_backward_of(inputs)
-
-    def run():
-        with sdpa_kernel(_backend(name)):
-            return bwd()
-    return run
+    from .timing import interleaved
+    q, k, v, do = qkv(torch.Generator(DEVICE.torch_device).manual_seed(N + D), B, H, N, D, n=4,
+                      device=DEVICE.torch_device)
+    o, lse = fwd(q, k, v, causal)
+    row = {"D": D, "N": N, "causal": causal}
+    ref_o, ref_lse = attention_reference(q[:1, :2], k[:1, :2], v[:1, :2], causal, dtype=torch.float32)
+    row["fwd_rel_error"] = rel_error(o[:1, :2], ref_o)
+    row["lse_rel_error"] = rel_error(lse[:1, :2], ref_lse)
+    sdpa = _backends()
+    t = interleaved({"solution": lambda: fwd(q, k, v, causal)}
+                    | {n: (lambda f=f: f(q, k, v, causal)) for n, f in sdpa.items()}, rounds)
+    fl = attention_flops(B, H, N, D, causal)
+    row |= {f"fwd_{n}_tflops": fl / t[n] / 1e9 for n in ("solution", *sdpa)}
+    inputs = [q, k, v, o, lse, do, causal]
+    t = interleaved({"solution": lambda: bwd(*inputs)} | {n: sdpa_backward_of(inputs, f) for n, f in sdpa.items()},
+                    rounds)
+    row |= {f"bwd_{n}_tflops": 2.5 * fl / t[n] / 1e9 for n in ("solution", *sdpa)}
+    g = attention_grads_reference(q[:1, :2], k[:1, :2], v[:1, :2], do[:1, :2], causal, dtype=torch.float32)
+    row["bwd_rel_error"] = max(rel_error(a[:1, :2], b) for a, b in zip(bwd(*inputs), g))
+    for which in ("fwd", "bwd"):
+        for base in ("flash", "cudnn"):
+            row[f"{which}_vs_{base}"] = row[f"{which}_solution_tflops"] / row[f"{which}_{base}_tflops"]
+    return row
 
 
 def bench_attention(quick: bool = False) -> dict:
@@ -50,62 +61,25 @@ def bench_attention(quick: bool = False) -> dict:
     from tqdm.auto import tqdm
 
     from .bench import load_solution
-    from .compare import rel_error
-    from .lessons.attention import attention_flops, attention_naive, attention_reference, peak_extra_bytes, qkv
-    from .lessons.lesson05 import sdpa_backward_of
-    from .timing import interleaved
+    from .lessons.attention import attention_naive, attention_sdpa, peak_extra_bytes, qkv
     ns = load_solution("05_flash_attention_backward", ("flash_attention", "flash_attention_backward"))
     fwd, bwd = ns["flash_attention"], ns["flash_attention_backward"]
     rounds = 3 if quick else 5
     out = {"shapes": [], "memory": []}
     for D, N, causal in tqdm(SHAPES if not quick else SHAPES[::4], desc="attention", file=sys.stdout):
-        q, k, v, do = qkv(torch.Generator("cuda").manual_seed(N + D), B, H, N, D, n=4, device="cuda")
-        o, lse = fwd(q, k, v, causal)
-        row = {"D": D, "N": N, "causal": causal}
-        ref_o, ref_lse = attention_reference(q[:1, :2], k[:1, :2], v[:1, :2], causal, dtype=torch.float32)
-        row["fwd_rel_error"] = rel_error(o[:1, :2], ref_o)
-        row["lse_rel_error"] = rel_error(lse[:1, :2], ref_lse)
-        fns = {"solution": lambda: fwd(q, k, v, causal), "flash": lambda: sdpa_on("flash")(q, k, v, causal),
-               "cudnn": lambda: sdpa_on("cudnn")(q, k, v, causal),
-               "SDPA default": lambda: attention_sdpa_default(q, k, v, causal)}
-        t = interleaved(fns, rounds)
-        fl = attention_flops(B, H, N, D, causal)
-        row |= {f"fwd_{n}_tflops": fl / t[n] / 1e9 for n in fns}
-        inputs = [q, k, v, o, lse, do, causal]
-        bfns = {"solution": lambda: bwd(*inputs), "flash": _sdpa_backward("flash", inputs),
-                "cudnn": _sdpa_backward("cudnn", inputs),
-                "SDPA default": sdpa_backward_of(inputs, attention_sdpa_default)}
-        tb = interleaved(bfns, rounds)
-        row |= {f"bwd_{n}_tflops": 2.5 * fl / tb[n] / 1e9 for n in bfns}
-        dq, dk, dv = bwd(*inputs)
-        qq, kk, vv = (t_[:1, :2].float().requires_grad_() for t_ in (q, k, v))
-        r = torch.nn.functional.scaled_dot_product_attention(qq, kk, vv, is_causal=causal)
-        g = torch.autograd.grad(r, (qq, kk, vv), do[:1, :2].float())
-        row["bwd_rel_error"] = max(rel_error(a[:1, :2], b_) for a, b_ in zip((dq, dk, dv), g))
-        row["fwd_vs_flash"] = row["fwd_solution_tflops"] / row["fwd_flash_tflops"]
-        row["fwd_vs_cudnn"] = row["fwd_solution_tflops"] / row["fwd_cudnn_tflops"]
-        row["bwd_vs_flash"] = row["bwd_solution_tflops"] / row["bwd_flash_tflops"]
-        row["bwd_vs_cudnn"] = row["bwd_solution_tflops"] / row["bwd_cudnn_tflops"]
-        out["shapes"].append(row)
-        print({k_: (round(v_, 3) if isinstance(v_, float) else v_) for k_, v_ in row.items()}, flush=True)
-        del q, k, v, do, o, lse, inputs, bfns, fns, dq, dk, dv
-        torch.cuda.empty_cache()
-    for N in (1024, 4096, 16384) if not quick else (1024,):
-        q, k, v = qkv(torch.Generator("cuda").manual_seed(N), B, H, N, 64, device="cuda")
+        out["shapes"].append(_time_shape(fwd, bwd, D, N, causal, rounds))
+        print({k: (round(v, 3) if isinstance(v, float) else v) for k, v in out["shapes"][-1].items()}, flush=True)
+        if DEVICE.on_gpu:
+            torch.cuda.empty_cache()
+    for N in MEMORY_NS if not quick else MEMORY_NS[:1]:
+        q, k, v = qkv(torch.Generator(DEVICE.torch_device).manual_seed(N), B, H, N, 64, device=DEVICE.torch_device)
         row = {"N": N, "D": 64, "scores_gb": B * H * N * N * 2 / 1e9}
-        for name, fn in (("solution", lambda *a: fwd(*a)), ("SDPA default", attention_sdpa_default),
-                         ("naive", attention_naive)):
+        for name, fn in (("solution", fwd), ("SDPA default", attention_sdpa), ("naive", attention_naive)):
             peak = peak_extra_bytes(fn, q, k, v, False)
             row[f"{name}_mb"] = None if peak is None else peak / 1e6
         out["memory"].append(row)
         print(row, flush=True)
-        del q, k, v
     return out
-
-
-def attention_sdpa_default(q, k, v, causal):
-    from .lessons.attention import attention_sdpa
-    return attention_sdpa(q, k, v, causal)
 
 
 def _fmt(x, spec=",.0f"):

@@ -23,14 +23,25 @@ def attention_sdpa(q, k, v, causal: bool = False):
     return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
 
 
+def sdpa_on(*backends):
+    """SDPA restricted to ``backends`` (torch.nn.attention.SDPBackend members): it picks among them only, and
+    raises if none can run here. Only the forward needs the restriction: autograd runs the backward that
+    belongs to the forward it recorded."""
+    from torch.nn.attention import sdpa_kernel
+
+    def attend(q, k, v, causal: bool = False):
+        with sdpa_kernel(list(backends)):
+            return attention_sdpa(q, k, v, causal)
+    return attend
+
+
 def attention_sdpa_flash(q, k, v, causal: bool = False):
     """SDPA without its cuDNN backend: FlashAttention-2 where the GPU has it (sm_80+), else the
     memory-efficient kernel (a T4). The speed checks' baseline: the same algorithm as the lesson's, in CUDA.
     (On an H100 PyTorch 2.11 itself picks cuDNN, whose Hopper-only TMA and warp specialisation a
     T4-portable Triton kernel does not use; the lesson shows that comparison ungraded.)"""
-    from torch.nn.attention import SDPBackend, sdpa_kernel
-    with sdpa_kernel([SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH]):
-        return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
+    from torch.nn.attention import SDPBackend
+    return sdpa_on(SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH)(q, k, v, causal)
 
 
 def _scores(q, k, causal):
