@@ -30,7 +30,7 @@ def load_solution(lesson: str, names: tuple, overrides: dict | None = None) -> d
     sources, missing = sources_for(nb, names)
     if missing:
         raise RuntimeError(missing)
-    ns = new_namespace()
+    ns = new_namespace(lesson)
     exec_cells(sources, ns, tag=f"{lesson}-solution")
     return ns
 
@@ -152,7 +152,7 @@ def run_bench(out_dir: str, quick: bool = False, lessons=None) -> None:
     out.mkdir(parents=True, exist_ok=True)
     print(fingerprint())
     lessons = lessons or ["01_roofline_vector_add", "02_tiled_matmul", "03_fused_softmax_layernorm",
-                          "04_flash_attention"]
+                          "04_flash_attention", "06_profile_first"]
     if "01_roofline_vector_add" in lessons:
         _write_lesson01(bench_lesson01(quick), out)
         print((out / "lesson01.md").read_text())
@@ -168,3 +168,7 @@ def run_bench(out_dir: str, quick: bool = False, lessons=None) -> None:
         from .bench_attention import bench_attention, write_attention
         write_attention(bench_attention(quick), out)
         print((out / "lesson04.md").read_text() + (out / "lesson05.md").read_text())
+    if "06_profile_first" in lessons:
+        from .bench_block import bench_lesson06, write_lesson06
+        write_lesson06(bench_lesson06(quick), out)
+        print((out / "lesson06.md").read_text())

@@ -120,11 +120,16 @@ def write_report(res: dict, out: pathlib.Path) -> None:
         lines.append("")
     for lesson in res["notebooks"]:
         nbres = res["notebooks"][lesson]
-        ref = "solution" if "solution" in res["grading"][lesson] else next(iter(res["grading"][lesson]))
+        graded = [k for k in res["grading"].get(lesson, {}) if not k.startswith("_")]
         lines += [f"## {lesson}", "",
                   f"Solution notebook executed top to bottom: **{nbres['wall_s']:.0f} s** "
                   f"({len(nbres['errors'])} cells with errors).", "", "Check cells said:", ""]
-        lines += [f"- {o}" for o in nbres["outputs"]] + ["", "| submission | autograde wall s | " + " | ".join(
+        lines += [f"- {o}" for o in nbres["outputs"]]
+        if not graded:  # executed only (--students none)
+            lines.append("")
+            continue
+        ref = "solution" if "solution" in graded else graded[0]
+        lines += ["", "| submission | autograde wall s | " + " | ".join(
             sorted(res["grading"][lesson][ref]["scores"])) + " |",
             "|---" * (2 + len(res["grading"][lesson][ref]["scores"])) + "|"]
         for student, r in res["grading"][lesson].items():

@@ -18,7 +18,14 @@ def _student_frame(exc: BaseException) -> str:
     return ""
 
 
+class Refused(Exception):
+    """Raised by a problem's own call hook when the learner's code runs but is not what the problem asks
+    for; its message is the whole explanation."""
+
+
 def describe_exception(exc: BaseException, call: str) -> str:
+    if isinstance(exc, Refused):
+        return f"{call}: {exc}"
     name = type(exc).__name__
     msg = str(exc).strip().splitlines()
     first = msg[0] if msg else ""

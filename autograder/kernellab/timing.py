@@ -87,6 +87,11 @@ def measure_speed(fn, problem: SpeedProblem, seed: int, rounds: int = 5, reps: i
     rand = int.from_bytes(os.urandom(8), "little")
     pick = torch.Generator(device="cpu").manual_seed(rand)
     result = {"cand_ms": [], "base_ms": [], "sketches": [], "error": None, "wall_ms": None}
+    if problem.call is not None:
+        learner_fn = fn
+
+        def fn(*args):
+            return problem.call(learner_fn, *args)
 
     def refill(i):
         for dst, src in zip(live, pool[i]):

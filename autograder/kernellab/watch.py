@@ -36,9 +36,20 @@ class WatchState:
         self.torch_ops: list[str] = []
         self.allocations: list[Guarded] = []
         self.quiet = 0  # >0 while inside a Triton launch or autotuning
+        # None: every torch compute op counts against the call (lessons 01-05). A set: only these ops
+        # count, the rest may stay in PyTorch (lesson 06 keeps the matmuls with cuBLAS). See ``policy``.
+        self.deny: frozenset | None = None
+        self.deny_why = ""
+        self.ops_why = ""  # the rule in force when the first refused op ran, said with the refusal
+
+    def counts(self, pkt) -> bool:
+        return pkt not in _ALLOWED and (self.deny is None or pkt in self.deny)
 
     def misuse(self, call: str) -> str | None:
         """Why the watched call does not count as a Triton kernel, or None if it does."""
+        if self.torch_ops and self.ops_why:
+            ops = ", ".join(sorted(set(self.torch_ops))[:4])
+            return f"{call} computed with PyTorch ({ops}). {self.ops_why}"
         if self.torch_ops:
             ops = ", ".join(sorted(set(self.torch_ops))[:4])
             return (f"{call} computed with PyTorch ({ops}). A graded function must do its arithmetic in a "
@@ -75,7 +86,9 @@ class _Watcher(TorchDispatchMode):
                 g.view.zero_()
             self.state.allocations.append(g)
             return g.view
-        if pkt not in _ALLOWED:
+        if self.state.counts(pkt):
+            if not self.state.torch_ops:
+                self.state.ops_why = self.state.deny_why
             self.state.torch_ops.append(str(pkt).replace("aten.", "torch."))
         return func(*args, **kwargs)
 
@@ -110,10 +123,35 @@ def _launch_targets():
     return targets
 
 
+_CURRENT: list = []  # the WatchState of the call being watched, if any
+
+
+def current() -> WatchState | None:
+    return _CURRENT[-1] if _CURRENT else None
+
+
+@contextlib.contextmanager
+def policy(deny, why: str):
+    """Inside a watched call: from here on only ``deny`` ops count as misuse (None: all of them).
+    A problem's own call hook uses it to allow cuBLAS in one phase and not in another. Outside a
+    watched call (timed runs) it does nothing."""
+    st = current()
+    if st is None:
+        yield
+        return
+    saved = st.deny, st.deny_why
+    st.deny, st.deny_why = (frozenset(deny) if deny is not None else None), why
+    try:
+        yield
+    finally:
+        st.deny, st.deny_why = saved
+
+
 @contextlib.contextmanager
 def watched():
     """Context for one checked call; yields the WatchState filled in during the call."""
     state = WatchState()
+    _CURRENT.append(state)
     saved = []
     for cls, attr, count in _launch_targets():
         original = cls.__dict__.get(attr)
@@ -125,8 +163,9 @@ def watched():
         with _Watcher(state):
             yield state
     finally:
+        _CURRENT.remove(state)
         for cls, attr, original in saved:
             setattr(cls, attr, original)
 
 
-__all__ = ["watched", "WatchState"]
+__all__ = ["watched", "WatchState", "policy", "current"]

@@ -46,7 +46,7 @@ def main(jobdir: str) -> int:
 
     phase("load")
     from kernellab.grading.notebook_code import exec_cells, new_namespace
-    ns = new_namespace()
+    ns = new_namespace(job["lesson"])
     for k, src in enumerate(job["sources"]):
         try:
             exec_cells([src], ns, tag=f"your-cell-{k + 1}")
@@ -95,7 +95,7 @@ def main(jobdir: str) -> int:
         try:  # compile and autotune at the timed size, under the compile budget
             gen = torch.Generator(device="cuda").manual_seed(job["seed"] ^ 0x5EED)
             warm = problem.make_inputs(gen, "cuda")
-            fn(*warm)
+            problem.call(fn, *warm) if problem.call else fn(*warm)
             torch.cuda.synchronize()
             del warm
         except Exception as exc:  # noqa: BLE001

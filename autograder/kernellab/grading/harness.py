@@ -111,7 +111,8 @@ def grade_problem(problem, nb, seed: int, ceil=None, facts: dict | None = None,
     if missing:
         return Outcome(problem.id, 0.0, missing), record
     if problem.needs_gpu and not DEVICE.on_gpu:
-        return Outcome(problem.id, 0.0, "Speed is only graded on a GPU; this grading machine has none."), record
+        what = "Speed" if problem.kind == "speed" else "This problem (it reads a GPU profile)"
+        return Outcome(problem.id, 0.0, f"{what} is only graded on a GPU; this grading machine has none."), record
     with tempfile.TemporaryDirectory(prefix="kl-grade-") as tmp:
         jobdir = pathlib.Path(tmp)
         job = {"lesson": lesson, "problem": problem.id, "sources": sources, "seed": 0}

@@ -102,6 +102,7 @@ def sources_for(nb, names: tuple) -> tuple[list[str], str | None]:
 _PRELUDE = """
 import math
 import torch
+import torch.nn.functional as F
 import triton
 import triton.language as tl
 import kernellab as kl
@@ -115,9 +116,14 @@ def get_ipython():
 """
 
 
-def new_namespace() -> dict:
+def new_namespace(lesson: str | None = None) -> dict:
+    """A fresh namespace with what the setup cell defines (``L`` is the lesson's module, as the setup cell
+    imports it)."""
     ns = {"__name__": "__submission__"}
     exec(_PRELUDE, ns)
+    if lesson:
+        from ..lessons import lesson_module
+        ns["L"] = lesson_module(lesson)
     return ns
 
 

@@ -105,6 +105,19 @@ def known_wrong(lesson: str, source_nb) -> dict:
                                       "keep = keep & (cols[:, None] < rows[None, :])"),
             "forward_returns_lse": edit("attention_function_code", "        return o\n", "        return o, lse\n"),
         }
+    if lesson == "06_profile_first":
+        return {
+            # the LayerNorm gradient as if mean and variance were constants: wrong dx, so the block's too
+            "ln_without_mean_terms": edit("layernorm_function_code", "dh = rstd * (gw - gw.mean(dim=1, keepdim=True) "
+                                          "- hat * (gw * hat).mean(dim=1, keepdim=True))", "dh = rstd * gw"),
+            # PyTorch's LayerNorm inside the Function's forward: right numbers, not the learner's kernel
+            "torch_layernorm_forward": edit("layernorm_function_code", "        y = add_layernorm(",
+                                            "        y = F.layer_norm(x + residual, (d,), weight, bias, eps)\n"
+                                            "        y = add_layernorm("),
+            # the library's attention in the block: right numbers and fast, but not the learner's kernel
+            "sdpa_in_block": edit("block_code", "FlashAttention.apply(q, k, v, True)",
+                                  "F.scaled_dot_product_attention(q, k, v, is_causal=True)"),
+        }
     return {}
 
 

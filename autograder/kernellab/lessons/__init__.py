@@ -6,7 +6,8 @@ import importlib
 
 LESSONS = {"01_roofline_vector_add": "lesson01", "02_tiled_matmul": "lesson02",
            "03_fused_softmax_layernorm": "lesson03", "04_flash_attention": "lesson04",
-           "05_flash_attention_backward": "lesson05"}
+           "05_flash_attention_backward": "lesson05",
+           "06_profile_first": "lesson06"}
 
 
 def lesson_module(lesson_id: str):

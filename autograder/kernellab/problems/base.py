@@ -90,6 +90,9 @@ class CorrectnessProblem(Problem):
     # Bytes the call may allocate besides its outputs ((case) -> bytes): O(N) memory, not an N x N matrix.
     max_extra_bytes: Callable = None
     extra_bytes_why: str = ""
+    # False where the problem lets PyTorch compute part of the result (lesson 06's block: cuBLAS
+    # matmuls make the outputs, not an allocation of the learner's); the other checks still apply.
+    own_outputs: bool = True
 
     kind = "correctness"
 
@@ -165,7 +168,7 @@ def run_case(fn, problem: CorrectnessProblem, case: Case, device: str) -> CallRe
             return CallResult(case.label, error=f"{what} returned {o.dtype}; expected {want_dtype}.")
         if any(o.untyped_storage().data_ptr() == v.untyped_storage().data_ptr() for v in tensors):
             return CallResult(case.label, error=f"{what} returned one of its inputs: write into a new output tensor.")
-        if st.owns(o) is None:
+        if problem.own_outputs and st.owns(o) is None:
             return CallResult(case.label, error=(
                 f"{what} returned a tensor that was not allocated during the call (a cached or global buffer?). "
                 "Allocate the output inside the function, e.g. torch.empty_like(x)."))
@@ -400,11 +403,19 @@ class Answer:
 @dataclasses.dataclass
 class AnswersProblem(Problem):
     answers: Callable = None  # (device facts dict) -> list[Answer]
+    # Facts measured now by trusted code, merged into the device facts (lesson 06: a fresh profile).
+    measure: Callable = None  # () -> dict
+    # A judge of its own when an expected value depends on another answer (which op the learner named).
+    judge: Callable = None  # (problem, given dict, facts) -> Outcome
 
     kind = "answers"
 
 
 def judge_answers(problem: AnswersProblem, given: dict, facts: dict) -> Outcome:
+    if problem.measure is not None:
+        facts = {**facts, **problem.measure()}
+    if problem.judge is not None:
+        return problem.judge(problem, given, facts)
     wrong, right = [], 0
     expected = problem.answers(facts)
     for a in expected:
@@ -447,6 +458,8 @@ class SpeedProblem(Problem):
     sketch_of: Callable = None
     # The whole right output as one flat tensor, computed once per input set (instead of reference_at)
     reference_full: Callable = None
+    # What timing calls instead of fn(*inputs) (a forward and backward through autograd, say)
+    call: Callable = None  # (fn, *inputs) -> output
 
     kind = "speed"
     needs_gpu = True
