@@ -182,3 +182,13 @@ def test_without_a_gpu_the_profile_check_is_practice_but_unset_answers_fail():
     with pytest.raises(CheckFailed, match="TOP_SHARE, TOP_BOUND not answered yet"):
         L.check_answers_profile("aten::addmm", None, 1.0, None)
     assert L.check_answers_profile("aten::addmm", 0.5, 70.0, "memory") is None  # judged, never awarded here
+
+
+def test_regrade_grades_in_fresh_processes_and_reports_the_spread(tmp_path):
+    from kernellab.grading.regrade import regrade, write
+    res = regrade(L.LESSON, ["layernorm_function_correct", "block_speed"], times=2, progress=False)
+    assert res["layernorm_function_correct"]["scores"] == [3.0, 3.0]
+    assert res["block_speed"]["scores"] == [0.0, 0.0] and "only graded on a GPU" in res["block_speed"]["messages"][0]
+    md = write(res, L.LESSON, tmp_path)
+    assert "| layernorm_function_correct | 2 | 3 |" in md and "| block_speed | 2 | 0 |" in md
+    assert (tmp_path / "regrade_06_profile_first.json").exists()

@@ -25,6 +25,12 @@ def main(argv=None) -> int:
     g.add_argument("--no-bench", action="store_true", help="skip the benchmark")
     g.add_argument("--no-execute", action="store_true", help="skip executing the solution notebooks")
     g.add_argument("--merge", nargs="+", metavar="JSON", help="only write one report from these gpu_report.json files")
+    r = sub.add_parser("regrade", help="grade the solution's problems N times in fresh processes: score and ratio spread")
+    r.add_argument("--lesson", required=True, help="lesson id")
+    r.add_argument("--problems", default="", help="comma-separated grade_ids (default: all of the lesson)")
+    r.add_argument("--times", type=int, default=20, help="gradings per problem")
+    r.add_argument("--notebook", default=None, help="a submitted notebook instead of the solution")
+    r.add_argument("--out", default="assets/gpu", help="folder for regrade_<lesson>.md and .json")
     sub.add_parser("fingerprint", help="print this machine's one-line device fingerprint")
     args = ap.parse_args(argv)
     if args.cmd == "build":
@@ -40,6 +46,12 @@ def main(argv=None) -> int:
             return 0
         gpu_main(args.out, _split(args.students), bench=not args.no_bench, execute=not args.no_execute,
                  lessons=_split(args.lessons))
+    elif args.cmd == "regrade":
+        import pathlib
+
+        from .grading.regrade import regrade, write
+        res = regrade(args.lesson, _split(args.problems), args.times, args.notebook)
+        print(write(res, args.lesson, pathlib.Path(args.out)))
     elif args.cmd == "fingerprint":
         from .device import fingerprint
         print(fingerprint())
