@@ -11,6 +11,16 @@ def new_course(tmp_path_factory, lesson: str):
     return course, rel, src, S.known_wrong(lesson, src)
 
 
+def grade_known_wrong(tmp_path_factory, lesson: str, students: dict) -> tuple:
+    """A fresh course through nbgrader's round trip: the solution, the blank release, and each of ``students``
+    (name -> the known-wrong edits it carries, each in its own cell). Returns (course, grades, scores)."""
+    course, rel, src, wrong = new_course(tmp_path_factory, lesson)
+    subs = {"solution": S.filled(rel, src), "blank": rel}
+    subs |= {name: S.filled(rel, src, combine(*(wrong[b] for b in bugs))) for name, bugs in students.items()}
+    grades, scores = course.round_trip(lesson, subs)
+    return course, grades, scores
+
+
 def combine(*overrides) -> dict:
     """Several known bugs in one submission (each in its own cell), to keep the CPU suite short."""
     out = {}

@@ -2,9 +2,8 @@
 the solution, the blank release, and wrong submissions that must lose exactly what they break."""
 import pytest
 
-from kernellab.grading import submissions as S
 from kernellab.grading.dryrun import differs
-from roundtrip_checks import assert_feedback_and_export_cover, assert_blank_scores_zero, assert_solution_scores, combine, new_course
+from roundtrip_checks import assert_blank_scores_zero, assert_feedback_and_export_cover, assert_solution_scores, grade_known_wrong
 
 L = "02_tiled_matmul"
 CORRECTNESS = {"answers_reuse": 2, "tile_mapping": 2, "matmul_correct": 4, "epilogue_correct": 3}
@@ -13,17 +12,9 @@ SPEED = {"matmul_speed", "epilogue_speed"}
 
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory):
-    course, rel, src, wrong = new_course(tmp_path_factory, L)
-    subs = {
-        "solution": S.filled(rel, src),
-        "blank": rel,
-        "nomask": S.filled(rel, src, wrong["no_tail_mask"]),
-        "strides_rowmajor": S.filled(rel, src, combine(wrong["wrong_strides"], wrong["row_major_order"])),
-        "fp16acc": S.filled(rel, src, wrong["fp16_accumulation"]),
-        "nobias": S.filled(rel, src, wrong["epilogue_without_bias"]),
-    }
-    grades, scores = course.round_trip(L, subs)
-    return course, grades, scores
+    return grade_known_wrong(tmp_path_factory, L, {
+        "nomask": ("no_tail_mask",), "strides_rowmajor": ("wrong_strides", "row_major_order"),
+        "fp16acc": ("fp16_accumulation",), "nobias": ("epilogue_without_bias",)})
 
 
 def _lost(scores, student):

@@ -2,9 +2,8 @@
 solution, the blank release, and wrong submissions that must lose exactly what they break."""
 import pytest
 
-from kernellab.grading import submissions as S
 from kernellab.grading.dryrun import differs
-from roundtrip_checks import assert_feedback_and_export_cover, assert_blank_scores_zero, assert_solution_scores, combine, new_course
+from roundtrip_checks import assert_blank_scores_zero, assert_feedback_and_export_cover, assert_solution_scores, grade_known_wrong
 
 L = "03_fused_softmax_layernorm"
 CORRECTNESS = {"answers_traffic": 2, "softmax_correct": 4, "online_softmax_correct": 3, "online_softmax_reads": 2,
@@ -14,16 +13,9 @@ SPEED = {"softmax_speed", "softmax_fusion_speed", "add_layernorm_speed"}
 
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory):
-    course, rel, src, wrong = new_course(tmp_path_factory, L)
-    three_bugs = combine(wrong["no_max_subtraction"], wrong["unbiased_variance"], wrong["three_pass_online"])
-    subs = {
-        "solution": S.filled(rel, src),
-        "blank": rel,
-        "three_bugs": S.filled(rel, src, three_bugs),
-        "unmasked": S.filled(rel, src, wrong["unmasked_tail"]),
-    }
-    grades, scores = course.round_trip(L, subs)
-    return course, grades, scores
+    return grade_known_wrong(tmp_path_factory, L, {
+        "three_bugs": ("no_max_subtraction", "unbiased_variance", "three_pass_online"),
+        "unmasked": ("unmasked_tail",)})
 
 
 def test_solution_gets_every_correctness_point_and_no_speed_on_cpu(graded):

@@ -2,9 +2,8 @@
 solution, the blank release, and the classic FlashAttention bugs, each losing exactly what it breaks."""
 import pytest
 
-from kernellab.grading import submissions as S
 from kernellab.grading.dryrun import differs
-from roundtrip_checks import assert_feedback_and_export_cover, assert_blank_scores_zero, assert_solution_scores, new_course
+from roundtrip_checks import assert_blank_scores_zero, assert_feedback_and_export_cover, assert_solution_scores, grade_known_wrong
 
 L = "04_flash_attention"
 CORRECTNESS = {"answers_memory": 2, "flash_attention_correct": 5, "flash_attention_memory": 2}
@@ -14,10 +13,7 @@ BUGS = ("no_rescaling", "causal_off_by_one", "missing_tail_mask")
 
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory):
-    course, rel, src, wrong = new_course(tmp_path_factory, L)
-    subs = {"solution": S.filled(rel, src), "blank": rel} | {b: S.filled(rel, src, wrong[b]) for b in BUGS}
-    grades, scores = course.round_trip(L, subs)
-    return course, grades, scores
+    return grade_known_wrong(tmp_path_factory, L, {b: (b,) for b in BUGS})
 
 
 def test_solution_gets_every_correctness_point_and_no_speed_on_cpu(graded):

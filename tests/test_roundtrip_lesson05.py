@@ -2,9 +2,8 @@
 (with a forward that returns the lse through autograd, in another cell) and a causal mask off by one."""
 import pytest
 
-from kernellab.grading import submissions as S
 from kernellab.grading.dryrun import differs
-from roundtrip_checks import assert_feedback_and_export_cover, assert_blank_scores_zero, assert_solution_scores, combine, new_course
+from roundtrip_checks import assert_blank_scores_zero, assert_feedback_and_export_cover, assert_solution_scores, grade_known_wrong
 
 L = "05_flash_attention_backward"
 CORRECTNESS = {"answers_backward": 2, "flash_backward_correct": 5, "attention_function_correct": 3}
@@ -13,12 +12,8 @@ SPEED = {"flash_backward_speed"}
 
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory):
-    course, rel, src, wrong = new_course(tmp_path_factory, L)
-    subs = {"solution": S.filled(rel, src), "blank": rel,
-            "unscaled_dk_and_tuple": S.filled(rel, src, combine(wrong["dk_without_scale"], wrong["forward_returns_lse"])),
-            "causal_off_by_one": S.filled(rel, src, wrong["causal_off_by_one"])}
-    grades, scores = course.round_trip(L, subs)
-    return course, grades, scores
+    return grade_known_wrong(tmp_path_factory, L, {
+        "unscaled_dk_and_tuple": ("dk_without_scale", "forward_returns_lse"), "causal_off_by_one": ("causal_off_by_one",)})
 
 
 def test_solution_gets_every_correctness_point_and_no_speed_on_cpu(graded):

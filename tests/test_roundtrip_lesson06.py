@@ -3,9 +3,8 @@ solution, the blank release, a LayerNorm backward without its mean terms, and th
 place of the learner's."""
 import pytest
 
-from kernellab.grading import submissions as S
 from kernellab.grading.dryrun import differs
-from roundtrip_checks import assert_feedback_and_export_cover, assert_blank_scores_zero, assert_solution_scores, new_course
+from roundtrip_checks import assert_blank_scores_zero, assert_feedback_and_export_cover, assert_solution_scores, grade_known_wrong
 
 L = "06_profile_first"
 CORRECTNESS = {"layernorm_function_correct": 3, "block_correct": 4}
@@ -14,12 +13,8 @@ GPU_ONLY = {"answers_profile", "block_speed", "block_train_speed"}
 
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory):
-    course, rel, src, wrong = new_course(tmp_path_factory, L)
-    subs = {"solution": S.filled(rel, src), "blank": rel,
-            "ln_without_mean_terms": S.filled(rel, src, wrong["ln_without_mean_terms"]),
-            "sdpa_in_block": S.filled(rel, src, wrong["sdpa_in_block"])}
-    grades, scores = course.round_trip(L, subs)
-    return course, grades, scores
+    return grade_known_wrong(tmp_path_factory, L, {
+        "ln_without_mean_terms": ("ln_without_mean_terms",), "sdpa_in_block": ("sdpa_in_block",)})
 
 
 def test_solution_gets_every_correctness_point_and_gpu_items_say_gpu_only(graded):

@@ -16,9 +16,8 @@ LESSON = "06_profile_first"
 def _rows(rows, ridge, top=8) -> list[dict]:
     out = []
     for r in rows[:top]:
-        ai = r.intensity
-        out.append({"op": r.op, "calls": r.calls, "ms": r.ms, "share": r.share, "intensity": ai,
-                    "bound": None if ai is None else ("memory" if ai < ridge else "compute"),
+        out.append({"op": r.op, "calls": r.calls, "ms": r.ms, "share": r.share, "intensity": r.intensity,
+                    "bound": r.bound(ridge),
                     "tflops": (r.flops / r.ms / 1e9) if r.flops else None, "kernel": r.kernel[:60]})
     return out
 
@@ -32,22 +31,19 @@ def bench_lesson06(quick: bool = False) -> dict:
     ridge = measure_ceilings(quiet=True).ridge or L._example_ridge()
     s = L.GPU_SHAPE
     dev = DEVICE.torch_device
-    inputs = L.block_inputs(torch.Generator(dev).manual_seed(2), s, torch.float16, dev)
-    x, params, dout, H = inputs[0], L.BlockParams(*inputs[1:13]), inputs[13], inputs[14]
-    ref = L.block_reference(x, inputs[1:13], dout, H, dtype=torch.float32)
-    leaves = [t.detach().requires_grad_() for t in (x, *params)]
-    out = block_forward(leaves[0], L.BlockParams(*leaves[1:]), H)
-    grads = torch.autograd.grad(out, leaves, dout)
-    errors = {"output": rel_error(out, ref[0]), "dx": rel_error(grads[0], ref[1]),
-              "worst weight gradient": max(rel_error(g, r) for g, r in zip(grads[1:], ref[2:]))}
-    del ref, out, grads, leaves
+    x, params, dout, H = L.unpack(L.block_inputs(torch.Generator(dev).manual_seed(2), s, torch.float16, dev))
+    ref = L.block_reference(x, params, dout, H, dtype=torch.float32)
+    got = L.with_grads(block_forward, x, params, dout, H)
+    errors = {"output": rel_error(got[0], ref[0]), "dx": rel_error(got[1], ref[1]),
+              "worst weight gradient": max(rel_error(g, r) for g, r in zip(got[2:], ref[2:]))}
+    del ref, got
     res = {"shape": s._asdict(), "errors": errors, "ridge": ridge}
     res["profile_eager"] = _rows(L.profile_eager(show=False, plot=False), ridge)
     res["profile_yours"] = _rows(L.profile_step(block_forward, s), ridge)
     res["profile_yours_train"] = _rows(L.profile_step(block_forward, s, train=True), ridge, top=12)
-    sdpa = L.contenders()["eager + SDPA"]
-    res["profile_sdpa_train"] = _rows(L.profile_step(sdpa, s, train=True), ridge, top=12)
-    res["times"] = L.time_block(L.contenders(block_forward), rounds=1 if quick else 5)
+    fns = L.contenders(block_forward)
+    res["profile_sdpa_train"] = _rows(L.profile_step(fns["eager + SDPA"], s, train=True), ridge, top=12)
+    res["times"] = L.time_block(fns, rounds=1 if quick else 5)
     return res
 
 

@@ -41,6 +41,8 @@ def check(problem, *objs):
     elif isinstance(problem, FunctionProblem):
         cases = problem.make_cases(seeded_generator(_fresh_seed()))
         out = judge_function(problem, cases, run_function(objs[0], problem, cases))
+    elif isinstance(problem, AnswersProblem) and problem.needs_gpu and not DEVICE.on_gpu:
+        return _practice_answers(problem, dict(zip(problem.names, objs)))
     elif isinstance(problem, AnswersProblem):
         out = judge_answers(problem, dict(zip(problem.names, objs)), facts())
     else:
@@ -49,6 +51,18 @@ def check(problem, *objs):
         raise CheckFailed(f"{problem.title}: {out.message}")
     say(("✓ " if out.passed else "◐ ") + f"{problem.title}: {out.message}")
     return None if out.passed else Score(round(out.fraction * problem.points, 3))
+
+
+def _practice_answers(problem: AnswersProblem, given: dict):
+    """Answers graded only on a GPU (read off a GPU profile): here they are judged against this machine as
+    practice and nothing is awarded. Unset answers still fail, as they would anywhere."""
+    unset = [n for n, v in given.items() if v is None]
+    if unset:
+        raise CheckFailed(f"{problem.title}: {', '.join(unset)} not answered yet.")
+    out = judge_answers(problem, given, facts())
+    say(f"◌ {problem.title}: graded only on a GPU; nothing is awarded here. Practice against this machine: "
+        f"{out.message}")
+    return None
 
 
 def _check_reads_on_gpu(problem: CorrectnessProblem, fn):

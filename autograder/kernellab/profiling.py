@@ -36,6 +36,11 @@ class OpRow:
             return None
         return self.flops / self.bytes
 
+    def bound(self, ridge: float) -> str | None:
+        """'memory' or 'compute' against a ridge point (FLOP/byte); None for an op without a cost model."""
+        ai = self.intensity
+        return None if ai is None else ("memory" if ai < ridge else "compute")
+
 
 def _numel(shape) -> int:
     return math.prod(shape) if shape else 1
@@ -112,9 +117,9 @@ def profile(fn, elem_bytes: int, warmup: int = 2, iters: int = 5) -> list[OpRow]
 def _named_triton_launches():
     """A Triton kernel launched from Python is not an aten op, and the profiler would leave its time out
     of every row. Each launch gets a ``triton::<kernel>`` range while profiling, which owns its GPU time."""
-    from .watch import _launch_targets
+    from .watch import launch_targets
     saved = []
-    for cls, attr, counts in _launch_targets():
+    for cls, attr, counts in launch_targets():
         original = cls.__dict__.get(attr)
         if original is None or not counts:  # the autotuner's run calls a counted launch underneath
             continue
@@ -195,7 +200,7 @@ def show(rows: list[OpRow], ridge: float | None = None, top: int = 12) -> None:
     print(f"{'op':<30}{'calls':>6}{'ms':>9}{'share':>8}{'GFLOP':>9}{'MB':>9}{'FLOP/B':>9}  bound")
     for r in rows[:top]:
         ai = r.intensity
-        bound = "" if ai is None or ridge is None else ("memory" if ai < ridge else "compute")
+        bound = (r.bound(ridge) if ridge is not None else None) or ""
         fl = "-" if r.flops is None else f"{r.flops / 1e9:.2f}"
         mb = "-" if r.bytes is None else f"{r.bytes / 1e6:.1f}"
         print(f"{r.op:<30}{r.calls:>6}{r.ms:>9.3f}{r.share:>8.1%}{fl:>9}{mb:>9}"

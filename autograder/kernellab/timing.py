@@ -9,13 +9,14 @@ cross-check so that work hidden on a side stream cannot look fast.
 """
 from __future__ import annotations
 
+import functools
 import os
 import statistics
 import time
 
 import torch
 
-from .problems.base import SKETCH, SpeedProblem, seeded_generator
+from .problems.base import SKETCH, SpeedProblem, call_learner, seeded_generator
 from .watch import watched
 
 
@@ -87,11 +88,7 @@ def measure_speed(fn, problem: SpeedProblem, seed: int, rounds: int = 5, reps: i
     rand = int.from_bytes(os.urandom(8), "little")
     pick = torch.Generator(device="cpu").manual_seed(rand)
     result = {"cand_ms": [], "base_ms": [], "sketches": [], "error": None, "wall_ms": None}
-    if problem.call is not None:
-        learner_fn = fn
-
-        def fn(*args):
-            return problem.call(learner_fn, *args)
+    fn = functools.partial(call_learner, problem, fn)  # the problem's call hook, if it has one
 
     def refill(i):
         for dst, src in zip(live, pool[i]):

@@ -106,7 +106,7 @@ def _quiet_wrapper(state: WatchState, original, count: bool):
     return run
 
 
-def _launch_targets():
+def launch_targets():
     """(class, attribute, counts-as-a-launch) for every way a Triton kernel gets run."""
     targets = []
     from triton.runtime import jit as _jit
@@ -153,7 +153,7 @@ def watched():
     state = WatchState()
     _CURRENT.append(state)
     saved = []
-    for cls, attr, count in _launch_targets():
+    for cls, attr, count in launch_targets():
         original = cls.__dict__.get(attr)
         if original is None:
             continue
@@ -168,4 +168,4 @@ def watched():
             setattr(cls, attr, original)
 
 
-__all__ = ["watched", "WatchState", "policy", "current"]
+__all__ = ["WatchState", "current", "launch_targets", "policy", "watched"]

@@ -29,11 +29,12 @@ def main(jobdir: str) -> int:
     import kernellab  # noqa: F401  (chooses GPU or interpreter before triton loads)
     from kernellab.device import DEVICE
     from kernellab.lessons import problems_of
-    from kernellab.problems.base import run_case, run_correctness, run_function
+    from kernellab.problems.base import call_learner, run_case, run_correctness, run_function
     from kernellab.timing import measure_speed
 
     # Trusted references, bound before any learner code exists in this process.
     _save, _run_corr, _run_case, _run_fn, _measure = torch.save, run_correctness, run_case, run_function, measure_speed
+    _call = call_learner
     _asdict = dataclasses.asdict
     problem = problems_of(job["lesson"])[job["problem"]]
     out = {"error": None}
@@ -95,7 +96,7 @@ def main(jobdir: str) -> int:
         try:  # compile and autotune at the timed size, under the compile budget
             gen = torch.Generator(device="cuda").manual_seed(job["seed"] ^ 0x5EED)
             warm = problem.make_inputs(gen, "cuda")
-            problem.call(fn, *warm) if problem.call else fn(*warm)
+            _call(problem, fn, *warm)
             torch.cuda.synchronize()
             del warm
         except Exception as exc:  # noqa: BLE001

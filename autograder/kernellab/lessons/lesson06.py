@@ -4,6 +4,7 @@ PyTorch is profiled, its ops placed on the device's roofline, and the learner's 
 LayerNorm. The matmuls stay with cuBLAS."""
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 from typing import NamedTuple
@@ -14,7 +15,7 @@ import torch.nn.functional as F
 from .. import learner
 from ..device import DEVICE
 from ..invoke import Refused
-from ..problems.base import Answer, AnswersProblem, Case, CorrectnessProblem, Outcome, SpeedProblem
+from ..problems.base import AnswersProblem, Case, CorrectnessProblem, Outcome, SpeedProblem
 from ..watch import current, policy
 from .attention import attention_flops
 
@@ -114,13 +115,25 @@ def block_inputs(gen, s: Shape, dtype=torch.float16, device="cpu") -> list:
     return [x, *p, randn(s.B, s.N, s.d), s.H]
 
 
+def unpack(inputs) -> tuple:
+    """[x, *params, dout, n_heads] -> (x, params, dout, n_heads)."""
+    return inputs[0], BlockParams(*inputs[1:13]), inputs[13], inputs[14]
+
+
+def with_grads(forward, x, params, dout, n_heads, dtype=None, backward_rule=contextlib.nullcontext):
+    """One training step's work: ``forward(x, params, n_heads)`` on fresh leaves (cast to ``dtype`` if given),
+    then autograd's gradients of x and every weight. Returns (out, dx, *dparams)."""
+    leaves = [(t.detach().to(dtype) if dtype else t.detach()).requires_grad_() for t in (x, *params)]
+    with torch.enable_grad():
+        out = forward(leaves[0], BlockParams(*leaves[1:]), n_heads)
+        with backward_rule():
+            grads = torch.autograd.grad(out, leaves, dout.to(out.dtype), allow_unused=True)
+    return (out.detach(), *grads)
+
+
 def block_reference(x, params, dout, n_heads, dtype=torch.float64):
     """The eager block in ``dtype``: (out, dx, *dparams)."""
-    leaves = [t.detach().to(dtype).requires_grad_() for t in (x, *params)]
-    with torch.enable_grad():
-        out = block_eager(leaves[0], BlockParams(*leaves[1:]), n_heads)
-        grads = torch.autograd.grad(out, leaves, dout.to(dtype))
-    return (out.detach(), *grads)
+    return with_grads(block_eager, x, params, dout, n_heads, dtype=dtype)
 
 
 def block_flops(s: Shape, backward: bool = False) -> float:
@@ -132,15 +145,11 @@ def block_flops(s: Shape, backward: bool = False) -> float:
 
 # ------------------------------------------------------------------ numeric answers read off a profile
 def profile_eager(show: bool = True, plot: bool = True, iters: int = 5):
-    """Profile the eager block on this device; rows sorted by time (see kernellab.profiling)."""
+    """Profile the eager block's forward on this device; rows sorted by time (see kernellab.profiling)."""
     from ..ceilings import measure_ceilings
-    from ..profiling import profile
     from ..profiling import show as show_rows
     s, dtype = profile_shape()
-    inputs = block_inputs(torch.Generator(DEVICE.torch_device).manual_seed(6), s, dtype, DEVICE.torch_device)
-    x, p, H = inputs[0], BlockParams(*inputs[1:13]), inputs[14]
-    with torch.no_grad():
-        rows = profile(lambda: block_eager(x, p, H), torch.finfo(dtype).bits // 8, iters=iters)
+    rows = profile_step(block_eager, s, dtype, iters=iters)
     if show:
         c = measure_ceilings(quiet=True)
         what = (f"fp16 on {DEVICE.name}" if DEVICE.on_gpu else
@@ -245,23 +254,7 @@ class ProfileAnswers(AnswersProblem):
 
 PROFILE_ANSWERS = ProfileAnswers(
     "answers_profile", 4, ("TOP_OP", "TOP_SHARE", "TOP_INTENSITY", "TOP_BOUND"),
-    "the eager block's top op, read off your profile", answers=lambda facts: [Answer("TOP_OP", "")],
-    measure=_profile_facts, judge=judge_profile)
-
-
-def _check_profile_answers(*given):
-    """On a GPU: the learner check. Without one: the same judgement against a fresh CPU profile, as practice."""
-    if DEVICE.on_gpu:
-        return learner.check(PROFILE_ANSWERS, *given)
-    from ..problems.base import judge_answers
-    from ..report import CheckFailed, say
-    unset = [n for n, v in zip(PROFILE_ANSWERS.names, given) if v is None]
-    if unset:
-        raise CheckFailed(f"{PROFILE_ANSWERS.title}: {', '.join(unset)} not answered yet.")
-    out = judge_answers(PROFILE_ANSWERS, dict(zip(PROFILE_ANSWERS.names, given)), learner.facts())
-    say(f"◌ {PROFILE_ANSWERS.title}: graded only on a GPU; nothing is awarded here. Practice against a fresh "
-        f"CPU profile (CPU times are noisy): {out.message}")
-    return None
+    "the eager block's top op, read off your profile", measure=_profile_facts, judge=judge_profile)
 
 
 # ------------------------------------------------------------------ which torch ops each phase may use
@@ -311,21 +304,24 @@ def _is_function(name):
     return check
 
 
-def _launched(before: int) -> int:
+@contextlib.contextmanager
+def must_launch(n: int, why: str):
+    """Inside a watched call: refuse with ``why`` unless the block launches at least ``n`` Triton kernels.
+    Outside one (timed runs) nothing is counted."""
     st = current()
-    return (st.launches - before) if st is not None else 1 << 30
+    before = st.launches if st is not None else 0
+    yield
+    if st is not None and st.launches - before < n:
+        raise Refused(why)
 
 
 # ------------------------------------------------------------------ exercise 2: AddLayerNorm as a Function
 def layernorm_through_autograd(cls, x, residual, weight, bias, dy, eps):
     """y = AddLayerNorm.apply(x, residual, weight, bias, eps), then autograd's dx, dresidual, dweight, dbias."""
     leaves = [t.detach().requires_grad_() for t in (x, residual, weight, bias)]
-    st = current()
-    before = st.launches if st is not None else 0
-    with policy(None, LN_FORWARD_WHY):
+    with must_launch(1, "the forward launched no Triton kernel: call your add_layernorm in AddLayerNorm.forward."), \
+            policy(None, LN_FORWARD_WHY):
         y = cls.apply(*leaves, eps)
-    if _launched(before) < 1:
-        raise Refused("the forward launched no Triton kernel: call your add_layernorm in AddLayerNorm.forward.")
     if not isinstance(y, torch.Tensor):
         raise Refused(f"AddLayerNorm.apply returned a {type(y).__name__}; it must return the output tensor y.")
     with policy(LN_BACKWARD_DENY, LN_BACKWARD_WHY):
@@ -384,26 +380,21 @@ LAYERNORM_FUNCTION = CorrectnessProblem(
 # ------------------------------------------------------------------ exercise 3: the block with your kernels
 def run_block(fn, x, params, n_heads):
     """The learner's block forward under this lesson's rules: attention and LayerNorm in Triton."""
-    st = current()
-    before = st.launches if st is not None else 0
-    with policy(BLOCK_FORWARD_DENY, FORWARD_WHY):
+    with must_launch(2, "the forward launched fewer than 2 Triton kernels: attention (FlashAttention.apply) and "
+                        "the LayerNorms (AddLayerNorm.apply) must run your kernels."), \
+            policy(BLOCK_FORWARD_DENY, FORWARD_WHY):
         out = fn(x, params, n_heads)
-    if _launched(before) < 2:
-        raise Refused("the forward launched fewer than 2 Triton kernels: attention (FlashAttention.apply) and the "
-                      "LayerNorms (AddLayerNorm.apply) must run your kernels.")
     if not isinstance(out, torch.Tensor):
         raise Refused(f"block_forward returned a {type(out).__name__}; it must return the block's output tensor.")
     return out
 
 
-def block_through_autograd(fn, x, *rest):
-    """block_forward(x, params, n_heads), then autograd's gradients of x and every parameter."""
-    *params, dout, n_heads = rest
-    leaves = [t.detach().requires_grad_() for t in (x, *params)]
-    out = run_block(fn, leaves[0], BlockParams(*leaves[1:]), n_heads)
-    with policy(BLOCK_BACKWARD_DENY, BACKWARD_WHY):
-        grads = torch.autograd.grad(out, leaves, dout, allow_unused=True)
-    return (out.detach(), *grads)
+def block_through_autograd(fn, *inputs):
+    """block_forward(x, params, n_heads) under this lesson's rules, then autograd's gradients of x and every
+    parameter: (out, dx, *dparams). The check of the block, and the timed training step."""
+    x, params, dout, n_heads = unpack(inputs)
+    return with_grads(lambda x_, p, h: run_block(fn, x_, p, h), x, params, dout, n_heads,
+                      backward_rule=lambda: policy(BLOCK_BACKWARD_DENY, BACKWARD_WHY))
 
 
 def _block_cases(gen, on_gpu):
@@ -418,9 +409,7 @@ def _block_cases(gen, on_gpu):
 
 
 def _block_reference(case):
-    x, *rest = case.inputs
-    *params, dout, n_heads = rest
-    return block_reference(x, params, dout, n_heads)
+    return block_reference(*unpack(case.inputs))
 
 
 BLOCK_OUTPUTS = ("output", "dx") + tuple("d" + n for n in PARAM_NAMES)
@@ -438,43 +427,28 @@ def _speed_inputs(gen, device):
     return block_inputs(gen, GPU_SHAPE, torch.float16, device)
 
 
-def _forward_call(fn, x, *rest):
-    *params, _dout, n_heads = rest
-    return run_block(fn, x, BlockParams(*params), n_heads)
+def _forward_call(fn, *inputs):
+    x, params, _dout, n_heads = unpack(inputs)
+    return run_block(fn, x, params, n_heads)
 
 
-def _train_call(fn, x, *rest):
-    """One training step's GPU work: forward, then the gradients of x and every weight."""
-    *params, dout, n_heads = rest
-    leaves = [t.detach().requires_grad_() for t in (x, *params)]
-    out = run_block(fn, leaves[0], BlockParams(*leaves[1:]), n_heads)
-    with policy(BLOCK_BACKWARD_DENY, BACKWARD_WHY):
-        return torch.autograd.grad(out, leaves, dout)
+def _eager_forward(*inputs):
+    x, params, _dout, n_heads = unpack(inputs)
+    return block_eager(x, params, n_heads)
 
 
-def _eager_forward(x, *rest):
-    *params, _dout, n_heads = rest
-    return block_eager(x, BlockParams(*params), n_heads)
-
-
-def _eager_grads(x, *rest):
-    *params, dout, n_heads = rest
-    leaves = [t.detach().requires_grad_() for t in (x, *params)]
-    out = block_eager(leaves[0], BlockParams(*leaves[1:]), n_heads)
-    return torch.autograd.grad(out, leaves, dout)
+def _eager_step(*inputs):
+    return with_grads(block_eager, *unpack(inputs))
 
 
 def _reference_out(inputs):
-    x, *rest = inputs
-    *params, _dout, n_heads = rest
+    x, params, _dout, n_heads = unpack(inputs)
     with torch.no_grad():
         return block_eager(x.float(), BlockParams(*(p.float() for p in params)), n_heads)
 
 
 def _reference_dx(inputs):
-    x, *rest = inputs
-    *params, dout, n_heads = rest
-    return block_reference(x, params, dout, n_heads, dtype=torch.float32)[1]
+    return block_reference(*unpack(inputs), dtype=torch.float32)[1]
 
 
 def _bytes(inputs):
@@ -490,10 +464,10 @@ BLOCK_SPEED = SpeedProblem(
 
 BLOCK_TRAIN_SPEED = SpeedProblem(
     "block_train_speed", 2, ("block_forward",), "a training step's forward and backward: yours vs eager",
-    signature=BLOCK.signature, make_inputs=_speed_inputs, baseline=_eager_grads, baseline_name="the eager block",
-    reference_full=_reference_dx, sketch_of=lambda grads: grads[0], bytes_moved=lambda i: 3 * _bytes(i),
+    signature=BLOCK.signature, make_inputs=_speed_inputs, baseline=_eager_step, baseline_name="the eager block",
+    reference_full=_reference_dx, sketch_of=lambda step: step[1], bytes_moved=lambda i: 3 * _bytes(i),
     flops=lambda inputs: block_flops(GPU_SHAPE, backward=True), bands=((1.3, 1.0), (1.15, 0.6), (1.05, 0.3)),
-    out_dtype=lambda inputs: torch.float16, precheck=BLOCK, call=_train_call)
+    out_dtype=lambda inputs: torch.float16, precheck=BLOCK, call=block_through_autograd)
 
 PROBLEMS = [PROFILE_ANSWERS, LAYERNORM_FUNCTION, BLOCK, BLOCK_SPEED, BLOCK_TRAIN_SPEED]
 
@@ -501,7 +475,7 @@ MEASUREMENT_CELLS = ("profile_roofline", "compare_block", "profile_yours")
 
 
 # ------------------------------------------------------------------ what the notebook calls
-check_answers_profile = _check_profile_answers
+check_answers_profile = learner.checker(PROFILE_ANSWERS)
 check_layernorm_function = learner.checker(LAYERNORM_FUNCTION)
 check_block = learner.checker(BLOCK)
 check_block_speed = learner.checker(BLOCK_SPEED)
@@ -547,21 +521,13 @@ def time_block(fns: dict, s: Shape = GPU_SHAPE, rounds: int = 3, progress: bool 
 
     from ..timing import interleaved
     dev = DEVICE.torch_device
-    inputs = block_inputs(torch.Generator(dev).manual_seed(1), s, torch.float16, dev)
-    x, params, dout, H = inputs[0], BlockParams(*inputs[1:13]), inputs[13], inputs[14]
-    leaves = [t.detach().requires_grad_() for t in (x, *params)]
-
-    def step(f):
-        def run():
-            out = f(leaves[0], BlockParams(*leaves[1:]), H)
-            return torch.autograd.grad(out, leaves, dout)
-        return run
+    x, params, dout, H = unpack(block_inputs(torch.Generator(dev).manual_seed(1), s, torch.float16, dev))
     res = {}
     bar = tqdm(total=2, desc="timing the block", file=sys.stdout, leave=False, disable=not progress)
     with torch.no_grad():
         fwd = interleaved({n: (lambda f=f: f(x, params, H)) for n, f in fns.items()}, rounds)
     bar.update(1)
-    train = interleaved({n: step(f) for n, f in fns.items()}, rounds)
+    train = interleaved({n: (lambda f=f: with_grads(f, x, params, dout, H)) for n, f in fns.items()}, rounds)
     bar.update(1)
     bar.close()
     for n in fns:
@@ -609,15 +575,14 @@ def profile_step(forward, s: Shape, dtype=torch.float16, train: bool = False, it
     """Profile rows of ``forward(x, params, n_heads)`` on this device, or of a training step's GPU work
     (forward, then the gradients of x and every weight) with ``train``."""
     from ..profiling import profile
-    inputs = block_inputs(torch.Generator(DEVICE.torch_device).manual_seed(6), s, dtype, DEVICE.torch_device)
-    x, params, dout, H = inputs[0], BlockParams(*inputs[1:13]), inputs[13], inputs[14]
+    dev = DEVICE.torch_device
+    x, params, dout, H = unpack(block_inputs(torch.Generator(dev).manual_seed(6), s, dtype, dev))
     if not train:
         with torch.no_grad():
             return profile(lambda: forward(x, params, H), torch.finfo(dtype).bits // 8, iters=iters)
-    leaves = [t.detach().requires_grad_() for t in (x, *params)]
 
     def step():
-        return torch.autograd.grad(forward(leaves[0], BlockParams(*leaves[1:]), H), leaves, dout)
+        return with_grads(forward, x, params, dout, H)
     return profile(step, torch.finfo(dtype).bits // 8, iters=iters)
 
 

@@ -112,6 +112,13 @@ class CorrectnessProblem(Problem):
         return self.outputs or ("output",)
 
 
+def call_learner(problem, fn, *args, **kwargs):
+    """What a check runs with the learner's ``fn``: the problem's own call hook around it (through
+    autograd, say), or ``fn`` itself."""
+    call = getattr(problem, "call", None)
+    return call(fn, *args, **kwargs) if call is not None else fn(*args, **kwargs)
+
+
 def _returned_tensors(problem: CorrectnessProblem, out, call: str):
     """(tensors, None) when ``out`` has the shape of answer the problem wants, else (None, why)."""
     if out is None:
@@ -145,7 +152,7 @@ def run_case(fn, problem: CorrectnessProblem, case: Case, device: str) -> CallRe
     try:  # numpy's overflow warnings from the interpreter (exp of a large value) are not the learner's concern
         counting = count_reads(views[:1]) if problem.max_reads is not None else contextlib.nullcontext()
         with watched() as st, numpy.errstate(all="ignore"), counting as reads:
-            out = problem.call(fn, *views, **case.kwargs) if problem.call else fn(*views, **case.kwargs)
+            out = call_learner(problem, fn, *views, **case.kwargs)
     except Exception as exc:  # noqa: BLE001 - any learner error becomes a paragraph
         return CallResult(case.label, error=describe_exception(exc, call))
     err = sync(device)
