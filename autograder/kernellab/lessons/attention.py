@@ -92,7 +92,8 @@ def qkv(gen, B, H, N, D, layout="bhnd", n=3, device="cpu"):
 
 
 def tags_for(N, causal, layout):
-    on = {"strided": layout == "bnhd", "causal": causal, "tail": N % 64 != 0,
+    # key_tail: keys >= N exist and no causal mask hides them (a missing key mask shows only there)
+    on = {"strided": layout == "bnhd", "causal": causal, "key_tail": N % 64 != 0 and not causal, "tail": N % 64 != 0,
           "one_block": N <= 16, "several_blocks": N > 128}
     return tuple(t for t, yes in on.items() if yes)
 
@@ -131,6 +132,9 @@ HINTS = {
                 "(q.stride(0), q.stride(1), q.stride(2)), not with N * D."),
     "causal": ("It is wrong only when causal: key j is visible to query i when j <= i. Check the diagonal "
                "block's mask (<=, not <) and that the loop visits the diagonal block itself."),
+    "key_tail": ("It is wrong only when N is not a multiple of the block and attention is not causal (a causal "
+                 "mask hides keys >= N anyway): keys >= N must get the score -inf (a masked load of K with other=0 "
+                 "gives a score of 0, which is not -inf)."),
     "tail": ("It is wrong only when N is not a multiple of the block: keys >= N must get the score -inf (a "
              "masked load of K with other=0 gives a score of 0, which is not -inf), and rows >= N must not be "
              "stored."),
