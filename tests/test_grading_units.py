@@ -73,8 +73,12 @@ def test_endless_loop_while_loading_is_stopped(monkeypatch):
 
 
 def test_child_sees_no_grading_marker(monkeypatch):
+    # Graded code cannot read the environment at all (code_rules: no os); the child's is clean regardless.
+    from kernellab.grading import harness
     monkeypatch.setenv("NBGRADER_EXECUTION", "autograde")
-    src = ("import os\nif os.environ.get('NBGRADER_EXECUTION'):\n    raise RuntimeError('grading detected')\n"
-           "def add(x, y):\n    raise NotImplementedError\n")
+    monkeypatch.setenv("KERNELLAB_SECRET", "s3cret")
+    env = harness._child_env()
+    assert not any(k.startswith(("NBGRADER_", "KERNELLAB_SECRET")) for k in env)
+    src = "import os\nGRADING = 'NBGRADER_EXECUTION' in os.environ\ndef add(x, y):\n    raise NotImplementedError\n"
     outcome, _ = _grade(src, monkeypatch)
-    assert "grading detected" not in outcome.message and "not written yet" in outcome.message
+    assert outcome.fraction == 0 and "imports os" in outcome.message

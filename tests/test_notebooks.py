@@ -79,9 +79,9 @@ def _validate(*args):
 
 
 @pytest.mark.parametrize("lesson", list(LESSONS))
-def test_nbgrader_validate_passes_on_solution_and_fails_on_release(lesson):
-    out = _validate(str(ROOT / "solutions" / lesson / f"{lesson}.ipynb"))
-    assert "Success! Your notebook passes all the tests." in out, out[-2000:]
+def test_nbgrader_validate_fails_every_test_on_the_release(lesson):
+    # The solution passing every test is shown by executing it above and by its nbgrader autograde in each
+    # lesson's round trip; validating it here too would run it a third time.
     out = _validate("--invert", str(ROOT / "notebooks" / lesson / f"{lesson}.ipynb"))
     assert "Success! The notebook does not pass any tests." in out, out[-2000:]
 

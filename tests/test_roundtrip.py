@@ -30,10 +30,33 @@ def graded(tmp_path_factory):
             "kc.compare = lambda *a, **k: kc.Verdict(True, 0.0, '')\n" + add.replace("x + y", "x - y"))}),
         "exiter": S.filled(rel, src, wrong["exit_in_fused"]),
         "deleter": S.filled(rel, src, drop=("add_correct",)),
+        "tamperer": _tampered(S.filled(rel, src, {"add_code": add.replace("x + y", "x - y")})),
     }
     grades, scores = course.round_trip(L, subs, via_lms=("solution",))  # the LMS path of the README
     assert (course.ag / "submitted" / "solution" / L / f"{L}.ipynb").exists()
     return course, grades, scores
+
+
+def _tampered(nb):
+    """A wrong add whose test cell claims full points, another test cell printing NaN, a test cell and a
+    solution cell with their nbgrader metadata stripped."""
+    for c in nb.cells:
+        gid = (c.metadata.get("nbgrader") or {}).get("grade_id")
+        if gid == "add_correct":
+            c.source = "print('all good')\n4"
+        elif gid == "answers_add":
+            c.source = "float('nan')"
+        elif gid in ("answers_matmul", "silu_gate_code"):
+            del c.metadata["nbgrader"]
+    return nb
+
+
+def test_tampered_test_cells_and_stripped_metadata_gain_and_lose_nothing(graded):
+    course, _, scores = graded
+    assert scores["tamperer"]["add_correct"] == 0  # the edited test cell is restored: the wrong add loses
+    assert "wrong" in course.result(L, "tamperer", "add_correct")["why"].lower()
+    for gid in ("answers_add", "answers_matmul", "fused_correct"):  # restored, and graded as the solution's
+        assert scores["tamperer"][gid] == scores["solution"][gid], gid
 
 
 def test_solution_scores_every_correctness_point_and_no_speed_on_cpu(graded):
@@ -54,7 +77,7 @@ def test_masked_tail_bug_loses_exactly_that_problem(graded):
 def test_monkeypatching_checkers_gains_nothing(graded):
     course, _, scores = graded
     assert scores["patcher"]["add_correct"] == 0
-    assert "wrong" in course.result(L, "patcher", "add_correct")["why"].lower()
+    assert "replaces torch.allclose" in course.result(L, "patcher", "add_correct")["why"]
     assert differs(scores["solution"], scores["patcher"]) == {"add_correct"}
 
 

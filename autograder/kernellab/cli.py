@@ -30,7 +30,12 @@ def main(argv=None) -> int:
     r.add_argument("--problems", default="", help="comma-separated grade_ids (default: all of the lesson)")
     r.add_argument("--times", type=int, default=20, help="gradings per problem")
     r.add_argument("--notebook", default=None, help="a submitted notebook instead of the solution")
+    r.add_argument("--entry", default=None, help="a corpus entry (kernellab corpus) instead of the solution")
     r.add_argument("--out", default="assets/gpu", help="folder for regrade_<lesson>.md and .json")
+    c = sub.add_parser("corpus", help="grade the cheat corpus and the honest controls (GPU entries need a GPU)")
+    c.add_argument("--out", default="assets/gpu", help="folder for corpus_gpu|cpu.md and .json")
+    c.add_argument("--only", default="", help="comma-separated entry names (default: all this machine can run)")
+    c.add_argument("--gpu-only", action="store_true", help="only the entries that need a GPU")
     sub.add_parser("fingerprint", help="print this machine's one-line device fingerprint")
     args = ap.parse_args(argv)
     if args.cmd == "build":
@@ -50,8 +55,25 @@ def main(argv=None) -> int:
         import pathlib
 
         from .grading.regrade import regrade, write
-        res = regrade(args.lesson, _split(args.problems), args.times, args.notebook)
-        print(write(res, args.lesson, pathlib.Path(args.out)))
+        notebook, name = args.notebook, args.lesson
+        if args.entry:  # a deliberately different submission, e.g. a mid-speed one
+            import tempfile
+
+            from .grading import corpus
+            notebook = pathlib.Path(tempfile.mkdtemp()) / f"{args.entry}.ipynb"
+            corpus.write_notebook(corpus.by_name(args.entry), notebook)
+            name = f"{args.lesson}_{args.entry}"
+        res = regrade(args.lesson, _split(args.problems), args.times, notebook,
+                      after_each=lambda r: write(r, name, pathlib.Path(args.out)))
+        print(write(res, name, pathlib.Path(args.out)))
+    elif args.cmd == "corpus":
+        import pathlib
+
+        from .grading import corpus
+        names = _split(args.only)
+        res = corpus.run([e for e in corpus.ENTRIES if (not names or e.name in names) and (e.gpu or not args.gpu_only)])
+        print(corpus.write(res, pathlib.Path(args.out)))
+        return 0 if all(r["ok"] for r in res) else 1
     elif args.cmd == "fingerprint":
         from .device import fingerprint
         print(fingerprint())

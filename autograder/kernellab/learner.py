@@ -30,8 +30,26 @@ def _correctness(problem: CorrectnessProblem, fn):
     return judge_correctness(problem, cases, run_correctness(fn, problem, cases, DEVICE.torch_device))
 
 
+def _rules(problem, objs) -> None:
+    """The grade of record's code rules (code_rules.py), applied here to the notebook cell that defined each
+    checked function, so a learner hears about a broken rule before grading."""
+    from .code_rules import broken_rules, cell_source_of, explain
+    for obj in objs:
+        if not callable(obj):
+            continue
+        code = getattr(obj, "__code__", None) or getattr(getattr(obj, "forward", None), "__code__", None)
+        where = getattr(code, "co_filename", "")
+        if not any(tag in where for tag in ("ipykernel_", "<ipython-input", "<kernellab-")):
+            continue  # not a notebook cell (a test module, a library): nothing to read
+        why = explain(broken_rules([cell_source_of(obj) or ""]), "The cell defining it")
+        if why:
+            raise CheckFailed(f"{problem.title}: {why}")
+
+
 def check(problem, *objs):
     """Run one problem's check here and now; a failure is one paragraph, partial credit a number."""
+    if not isinstance(problem, AnswersProblem):
+        _rules(problem, objs)
     if isinstance(problem, SpeedProblem):
         return _check_speed(problem, objs[0])
     if isinstance(problem, CorrectnessProblem) and problem.interpreted and DEVICE.on_gpu:

@@ -17,7 +17,8 @@ import sys
 
 
 def main(jobdir: str) -> int:
-    job_dir = pathlib.Path(jobdir)
+    job_dir = pathlib.Path(jobdir).resolve()
+    sys.argv[1:] = []  # the job folder's name stays out of the learner's reach
     job = json.loads((job_dir / "job.json").read_text())
 
     def phase(name: str) -> None:
@@ -46,7 +47,26 @@ def main(jobdir: str) -> int:
         return 0
 
     phase("load")
+    import os
+    import tempfile
+
+    from kernellab.code_rules import broken_rules, explain
+    from kernellab.grading import integrity
     from kernellab.grading.notebook_code import exec_cells, new_namespace
+    cases = None
+    if problem.kind == "correctness":  # read, then removed: learner code never finds the inputs on disk
+        cases = torch.load(job_dir / "cases.pt", weights_only=False)
+        (job_dir / "cases.pt").unlink()
+    why = explain(broken_rules(job["sources"]))
+    if why:
+        return finish(error=why)
+    os.chdir(tempfile.mkdtemp(prefix="kl-"))  # files the learner's code writes land away from the job
+    integrity.refuse_threads()
+    snapshot = integrity.Snapshot()
+
+    def tampered() -> str | None:
+        changed = snapshot.changed()
+        return integrity.tampered_message(changed) if changed else None
     ns = new_namespace(job["lesson"])
     for k, src in enumerate(job["sources"]):
         try:
@@ -57,6 +77,8 @@ def main(jobdir: str) -> int:
             from kernellab.invoke import describe_exception
             return finish(error=describe_exception(exc, "Your exercise cell"))
 
+    if tampered():
+        return finish(error=tampered())
     if problem.kind == "answers":
         vals = {}
         for name in problem.names:
@@ -76,16 +98,16 @@ def main(jobdir: str) -> int:
     if problem.kind == "function":
         phase("run")
         cases = [(label, [tuple(a) for a in calls]) for label, calls in job["calls"]]
-        return finish(results=_run_fn(fn, problem, cases))
+        results = _run_fn(fn, problem, cases)
+        return finish(error=tampered(), results=results)
     if problem.kind == "correctness":
-        cases = torch.load(job_dir / "cases.pt", weights_only=False)
         phase("compile")  # first call: Triton compiles (and autotunes) here, under its own budget
         first = _run_case(fn, problem, cases[0], DEVICE.torch_device) if callable(fn) else None
         phase("run")
         results = _run_corr(fn, problem, cases, DEVICE.torch_device)
         if first is not None and first.error and not any(r.error for r in results):
             results = [first]
-        return finish(results=[_asdict(r) for r in results])
+        return finish(error=tampered(), results=[_asdict(r) for r in results])
 
     if problem.kind == "speed":
         if not DEVICE.on_gpu:
@@ -105,7 +127,7 @@ def main(jobdir: str) -> int:
         phase("run")
         m = _measure(fn, problem, job["seed"])
         m["sketches"] = [[i, idx, vals] for i, idx, vals in m["sketches"]]
-        return finish(measurement=m)
+        return finish(error=tampered(), measurement=m)
     return finish(error=f"unknown problem kind {problem.kind}")
 
 

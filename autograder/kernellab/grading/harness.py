@@ -79,7 +79,9 @@ def _run_child(jobdir: pathlib.Path, interpreted: bool = False) -> tuple[str | N
             break
     log.close()
     info = {"exit_code": proc.returncode, "last_phase": phase, "wall_s": time.monotonic() - t0}
-    if why is None and not (jobdir / "result.pt").exists():
+    # Only a clean exit after the trusted code wrote its result counts: a result file left by a process
+    # that then died (or was made to exit) is not read.
+    if why is None and (proc.returncode != 0 or not (jobdir / "result.pt").exists()):
         code = proc.returncode
         how = f"signal {-code}" if code is not None and code < 0 else f"exit code {code}"
         doing = {"compile": "compiling", "run": "running"}.get(phase, "loading")

@@ -49,8 +49,9 @@ def _names(tree) -> tuple[set, set]:
         elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             for t in targets:
+                # a, (b, *c) = ... binds names; torch.x = ... or d[k] = ... changes an object, binding nothing
                 for n in ast.walk(t):
-                    if isinstance(n, ast.Name):
+                    if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
                         defined.add(n.id)
         elif isinstance(node, (ast.Import, ast.ImportFrom)):
             for a in node.names:

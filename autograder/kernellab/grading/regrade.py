@@ -13,7 +13,8 @@ import statistics
 import sys
 
 
-def regrade(lesson: str, problems=None, times: int = 20, notebook=None, progress: bool = True) -> dict:
+def regrade(lesson: str, problems=None, times: int = 20, notebook=None, progress: bool = True,
+            after_each=None) -> dict:
     """problem id -> {"scores": [...], "values": [...]} for the solution (or ``notebook``) of ``lesson``."""
     from ..build import repo_root
     from ..ceilings import measure_ceilings
@@ -43,8 +44,15 @@ def regrade(lesson: str, problems=None, times: int = 20, notebook=None, progress
             r["messages"].append(outcome.message)
         if bar is not None:
             bar.update(1)
+        if after_each is not None:  # e.g. rewrite the report: a run cut short keeps what it measured
+            after_each(_summarise(res, wanted))
     if bar is not None:
         bar.close()
+    return _summarise(res, wanted)
+
+
+def _summarise(res: dict, wanted: dict) -> dict:
+    """Each problem's scores with the measured ratio's range, spread and margins to the band edges."""
     for pid, r in res.items():
         bands = getattr(wanted[pid], "bands", ())
         r["bands"] = [t for t, _ in bands]

@@ -34,7 +34,7 @@ def known_wrong(lesson: str, source_nb) -> dict:
             "nomask": edit("add_code", ", mask=mask", ""),
             "torch_add": {"add_code": "def add(x, y):\n    return x + y\n"},
             "exit_in_fused": edit("silu_gate_code", "    out = torch.empty_like(x)",
-                                  "    import os\n    os._exit(3)\n    out = torch.empty_like(x)"),
+                                  "    exit(3)\n    out = torch.empty_like(x)"),
             "illegal_address": edit("add_code", "tl.store(out_ptr + offsets, x + y, mask=mask)",
                                     "tl.store(out_ptr + offsets * 1000003, x + y)"),
             "slow_add": {"add_code": edit("add_code", "BLOCK = 4096", "BLOCK = 32")["add_code"].replace(

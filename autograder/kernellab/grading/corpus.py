@@ -1,0 +1,435 @@
+"""The cheat corpus and the honest controls: submissions that try to gain points without a correct, fast
+Triton kernel, and correct ones written differently, each graded by the grade of record.
+
+    kernellab corpus [--gpu-only] [--out assets/gpu]
+
+Each entry is the reference solution with one cell changed. It attacks one problem (``problem``); every
+other problem whose cells it leaves alone gets exactly the solution's sources, so it is graded exactly as the
+solution is (shown per entry). Cheats must score 0 on what they attack; honest controls must keep every
+correctness point and, on a GPU, the speed points their measured speed earns.
+"""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import pathlib
+import sys
+from collections.abc import Callable
+
+from ..build import repo_root
+from ..device import DEVICE
+from . import harness
+from . import submissions as S
+from .notebook_code import sources_for
+
+L1, L2, L3 = "01_roofline_vector_add", "02_tiled_matmul", "03_fused_softmax_layernorm"
+L4, L5, L6 = "04_flash_attention", "05_flash_attention_backward", "06_profile_first"
+
+
+@dataclasses.dataclass
+class Entry:
+    name: str
+    lesson: str
+    problem: str  # the grade_id it attacks
+    threat: str  # what it tries (a row of GRADING.md's threat table, or one found here)
+    edit: Callable  # solution texts (grade_id -> source) -> overrides (grade_id -> new source)
+    expect: str = "0"  # "0": gains nothing; "full": every point; "earned": the speed points its speed earns
+    gpu: bool = False  # needs a GPU (timing, streams, a real illegal memory access)
+    says: str = ""  # a phrase the grade's message must contain (the defence that caught it)
+    budget_s: float | None = None  # a shorter per-phase budget (endless loops)
+
+    @property
+    def honest(self) -> bool:
+        return self.expect != "0"
+
+
+def _sub(gid: str, old: str, new: str, count: int = 1):
+    """An edit replacing ``old`` by ``new`` in the solution of ``gid``; it fails loudly if the solution changed."""
+    def edit(text):
+        assert old in text[gid], f"corpus: the solution of {gid} no longer contains {old!r}"
+        return {gid: text[gid].replace(old, new, count)}
+    return edit
+
+
+def _whole(gid: str, source: str, keep_solution: bool = False):
+    """An edit setting the cell to ``source`` (after the solution's own code when ``keep_solution``)."""
+    return lambda text: {gid: (text[gid] + "\n" if keep_solution else "") + source}
+
+
+_ADD_HEAD = "def add(x, y):\n    out = torch.empty_like(x)\n"
+_ADD_LAUNCH = "    add_kernel[(triton.cdiv(n, BLOCK),)](x, y, out, n, BLOCK=BLOCK, num_warps=8)\n"
+_DUMMY = "    add_kernel[(1,)](x, y, torch.empty_like(x), 1, BLOCK=16)  # a token launch\n"
+
+def _cache_edit(key: str):
+    def edit(text):
+        src = text["add_code"]
+        assert _ADD_HEAD in src
+        return {"add_code": "CACHE = {}\n\n" + src.replace(
+            _ADD_HEAD, f"def add(x, y):\n    key = ({key})\n    if key in CACHE:\n" + _DUMMY.replace("    ", "        ", 1)
+            + "        return CACHE[key]\n"
+            "    out = torch.empty_like(x)\n    CACHE[key] = out\n")}
+    return edit
+
+
+def _slow_add(text):
+    return {"add_code": text["add_code"].replace("BLOCK = 4096", "BLOCK = 128").replace("num_warps=8", "num_warps=1")}
+
+
+_SLOW_ADD = _slow_add
+
+
+def _nomask_store():
+    return _sub("add_code", "tl.store(out_ptr + offsets, x + y, mask=mask)", "tl.store(out_ptr + offsets, x + y)")
+
+
+CHEATS = [
+    # ---------------------------------------------------------------- the checker and the harness
+    Entry("patch_checkers", L1, "add_correct", "monkeypatch torch.allclose / math.isclose / the checker",
+          _sub("add_code", "def add(x, y):\n", "import math\ntorch.allclose = lambda *a, **k: True\n"
+               "math.isclose = lambda *a, **k: True\nkl.compare.compare = lambda *a, **k: True\n"
+               "def add(x, y):\n"), says="replaces"),
+    Entry("patch_watch_by_alias", L1, "add_correct", "replace the grader's op watch in its own process",
+          _whole("add_code", "base = kl.problems.base\n\nclass _Fake:\n    launches, torch_ops, allocations = 1, [], []\n"
+                 "    def misuse(self, call):\n        return None\n    def owns(self, t):\n        return True\n\n"
+                 "class _Ctx:\n    def __enter__(self):\n        return _Fake()\n    def __exit__(self, *a):\n"
+                 "        return False\n\nbase.watched = lambda: _Ctx()\n\ndef add(x, y):\n    return x + y\n"),
+          says="replaced functions the grader relies on"),
+    Entry("switch_off_the_op_watch", L1, "add_correct", "leave the op watch with a private PyTorch API",
+          _sub("add_code", "    out = torch.empty_like(x)\n", "    out = torch.empty_like(x)\n"
+               "    with torch.utils._python_dispatch._disable_current_modes():\n        torch.add(x, y, out=out)\n"
+               "    return out\n"), says="private API"),
+    Entry("torch_op_on_a_thread", L1, "add_correct", "compute with torch on a helper thread the watch cannot see",
+          _sub("add_code", "def add(x, y):\n    out = torch.empty_like(x)\n",
+               "import threading\n\ndef add(x, y):\n    out = torch.empty_like(x)\n"
+               "    t = threading.Thread(target=lambda: torch.add(x, y, out=out))\n    t.start()\n    t.join()\n"
+               + _DUMMY + "    return out\n"), says="threading"),
+    Entry("forge_the_result_file", L1, "add_correct", "write the harness's result file, then exit cleanly",
+          _whole("add_code", "try:\n    cases = torch.load('cases.pt', weights_only=False)\nexcept Exception:\n"
+                 "    cases = []\nfake = [{'label': c.label, 'output': (c.inputs[0].double() + c.inputs[1].double())"
+                 ".to(c.inputs[0].dtype)} for c in cases]\ntorch.save({'error': None, 'results': fake}, 'result.pt')\n"
+                 "exit(0)\n\ndef add(x, y):\n    return x\n"), says="exit"),
+    Entry("grading_mode_from_the_environment", L1, "add_correct", "detect grading mode (NBGRADER_EXECUTION)",
+          _sub("add_code", "def add(x, y):\n", "import os\nGRADING = 'NBGRADER_EXECUTION' in os.environ\n\n"
+               "def add(x, y):\n    if GRADING:\n        return x + y\n"), says="imports os"),
+    # ---------------------------------------------------------------- a kernel in name only
+    Entry("torch_add", L1, "add_correct", "torch op instead of a kernel (x + y)",
+          _whole("add_code", "def add(x, y):\n    return x + y\n"), says="computed with PyTorch"),
+    Entry("torch_op_and_a_token_launch", L1, "add_correct", "a token Triton launch, the work in torch",
+          _sub("add_code", _ADD_HEAD, _ADD_HEAD + "    torch.add(x, y, out=out)\n" + _DUMMY + "    return out\n"),
+          says="computed with PyTorch"),
+    Entry("matmul_with_torch", L2, "matmul_correct", "torch.matmul inside the graded function",
+          _sub("matmul_code", "def matmul(a, b):\n    return _launch(a, b, None)\n",
+               "def matmul(a, b):\n    _launch(a, b, None)\n    return torch.matmul(a, b)\n"),
+          says="computed with PyTorch"),
+    Entry("softmax_with_torch", L3, "softmax_correct", "F.softmax inside the graded function",
+          _sub("softmax_code", "    return out\n", "    return F.softmax(x.float(), dim=1).to(x.dtype)\n"),
+          says="computed with PyTorch"),
+    Entry("sdpa_in_flash_attention", L4, "flash_attention_correct", "SDPA in place of the attention kernel",
+          _sub("flash_attention_code", "    return o, lse\n",
+               "    return F.scaled_dot_product_attention(q, k, v, is_causal=bool(causal)), lse\n"),
+          says="computed with PyTorch"),
+    Entry("autograd_backward", L5, "flash_backward_correct", "torch autograd in place of the backward kernels",
+          _whole("flash_backward_code", "def flash_attention_backward(q, k, v, o, lse, do, causal):\n"
+                 "    with torch.enable_grad():\n        q2, k2, v2 = (t.detach().requires_grad_() for t in (q, k, v))\n"
+                 "        o2 = F.scaled_dot_product_attention(q2, k2, v2, is_causal=bool(causal))\n"
+                 "        return torch.autograd.grad(o2, (q2, k2, v2), do)\n"), says="computed with PyTorch"),
+    Entry("torch_compile_in_the_block", L6, "block_correct", "torch.compile inside a graded function",
+          _sub("block_code", "def block_forward(x, params, n_heads):\n",
+               "def _eager(x, p, n_heads):\n    B, N, d = x.shape\n    return x\n\n"
+               "fast = torch.compile(_eager)\n\ndef block_forward(x, params, n_heads):\n"), says="torch.compile"),
+    # ---------------------------------------------------------------- buffers, caches and inputs
+    Entry("cache_on_shape", L1, "add_correct", "cached result keyed on shape and dtype (replayed on a repeat)",
+          _cache_edit("x.shape, x.dtype"), says="not allocated during the call"),
+    Entry("cache_on_call_count", L1, "add_correct", "right for the first calls, then an unwritten buffer",
+          _sub("add_code", _ADD_HEAD, "CALLS = [0]\n\n" + _ADD_HEAD + "    CALLS[0] += 1\n"
+               "    if CALLS[0] > 3:\n" + _DUMMY.replace("    ", "        ", 1) + "        return out\n"), says="NaN"),
+    Entry("return_an_input", L1, "add_correct", "write the sum into an input and return it",
+          _sub("add_code", _ADD_HEAD + "    n = x.numel()\n    BLOCK = 4096\n" + _ADD_LAUNCH + "    return out\n",
+               "def add(x, y):\n    n = x.numel()\n    BLOCK = 4096\n" + _ADD_LAUNCH.replace("(x, y, out,", "(x, y, x,")
+               + "    return x\n"), says="input"),
+    Entry("uncomputed_empty_like", L1, "add_correct", "return a fresh buffer, hoping for a freed reference",
+          _sub("add_code", _ADD_HEAD, "def add(x, y):\n" + _DUMMY + "    return torch.empty_like(x)\n\n\n"
+               "def unused(x, y):\n    out = torch.empty_like(x)\n"), says="NaN"),
+    Entry("power_of_two_rows_only", L3, "softmax_correct", "right only on power-of-two widths",
+          _sub("softmax_code", "block_c = triton.next_power_of_2(n_cols)", "block_c = n_cols if n_cols & (n_cols - 1) == 0 "
+               "else triton.next_power_of_2(n_cols) // 2"), says="wrong"),
+    Entry("visible_sizes_only", L1, "add_correct", "right only for the sizes the notebook shows",
+          _sub("add_code", "    n = x.numel()\n", "    n = x.numel()\n    if n not in (1000, 4096, 1 << 20):\n"
+               "        n = n // 2\n"), says="never written"),
+    Entry("unmasked_tail", L1, "add_correct", "unmasked tail writing out of bounds",
+          _nomask_store(), says="past the end"),
+    Entry("nondeterministic_noise", L1, "add_correct", "races or nondeterminism (a different result each call)",
+          lambda t: {"add_code": t["add_code"].replace("tl.store(out_ptr + offsets, x + y, mask=mask)",
+                                                         "tl.store(out_ptr + offsets, x + y + (tl.rand(SEED, offsets) - 0.5)"
+                                                         " * 1e-6 * x, mask=mask)").replace(
+              "def add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):",
+              "def add_kernel(x_ptr, y_ptr, out_ptr, n, SEED, BLOCK: tl.constexpr):").replace(
+              "(x, y, out, n, BLOCK=BLOCK", "(x, y, out, n, next(COUNTER), BLOCK=BLOCK").replace(
+              "@triton.jit", "import itertools\n\nCOUNTER = itertools.count(1)\n\n\n@triton.jit")}, says="differ"),
+    Entry("bf16_instead_of_fp16", L3, "add_layernorm_correct", "lower precision than asked (bf16 for fp16)",
+          _sub("add_layernorm_code", "y.to(out_ptr.dtype.element_ty)", "y.to(tl.bfloat16).to(out_ptr.dtype.element_ty)"),
+          says="wrong"),
+    # ---------------------------------------------------------------- crashes and hangs
+    Entry("exit_in_a_kernel_function", L1, "fused_correct", "os._exit inside the graded function",
+          _sub("silu_gate_code", "    out = torch.empty_like(x)", "    import os\n    os._exit(3)\n    out = torch.empty_like(x)"),
+          says="imports os"),
+    Entry("exit_builtin", L1, "fused_correct", "exit() inside the graded function",
+          _sub("silu_gate_code", "    out = torch.empty_like(x)", "    exit(0)\n    out = torch.empty_like(x)"),
+          says="exit"),
+    Entry("wild_store", L1, "fused_correct", "a store far out of bounds (a crash or an illegal memory access)",
+          _sub("silu_gate_code", "tl.store(out_ptr + offsets, out.to(out_ptr.dtype.element_ty), mask=mask)",
+               "tl.store(out_ptr + offsets * 1000003 + 7919 * 1000003, out.to(out_ptr.dtype.element_ty))"),
+          says=""),
+    Entry("endless_loop", L3, "softmax_correct", "an infinite loop in the graded function",
+          _sub("softmax_code", "    n_rows, n_cols = x.shape\n", "    n_rows, n_cols = x.shape\n    while n_rows > 0:\n"
+               "        n_rows = n_rows + 1\n"), says="budget", budget_s=25.0),
+    # ---------------------------------------------------------------- answers
+    Entry("nan_negative_huge_answers", L1, "answers_add", "NaN / negative / huge partial-credit numbers",
+          _whole("answers_add_code", "ADD_BYTES = float('nan')\nADD_FLOPS = -1.0\nADD_INTENSITY = 1e308 * 10\n"
+                 "ADD_BOUND = -1e300\n"), says="not right"),
+    Entry("answer_equal_to_anything", L1, "answers_add", "an answer object that equals everything",
+          _whole("answers_add_code", "class Anything(float):\n    def __eq__(self, other):\n        return True\n\n"
+                 "ADD_BYTES = ADD_FLOPS = ADD_INTENSITY = ADD_BOUND = Anything(0.0)\n"), says="not right"),
+    # ---------------------------------------------------------------- GPU only: timing
+    Entry("side_stream", L1, "add_bandwidth", "work on a side stream, returning before it is done",
+          _sub("add_code", _ADD_LAUNCH, "    s = torch.cuda.Stream()\n    with torch.cuda.stream(s):\n"
+               + _ADD_LAUNCH.replace("    add", "        add")), gpu=True, says="timed runs were wrong"),
+    Entry("speed_cache_on_pointers", L1, "add_bandwidth", "replay the last result when the inputs sit at the same "
+          "address (timed reps)", lambda t: _cache_edit("x.data_ptr(), y.data_ptr(), x.numel()")(t), gpu=True,
+          says=""),
+    Entry("speed_lazy_after_warmup", L1, "add_bandwidth", "skip the work after the first calls (timed calls)",
+          _sub("add_code", _ADD_HEAD, "CALLS = [0]\n\n" + _ADD_HEAD + "    CALLS[0] += 1\n"
+               "    if CALLS[0] > 2:\n" + _DUMMY.replace("    ", "        ", 1) + "        return out\n"), gpu=True,
+          says="timed runs were wrong"),
+    Entry("illegal_memory_access", L1, "add_correct", "an illegal memory access (sticky CUDA error)",
+          _sub("add_code", "tl.store(out_ptr + offsets, x + y, mask=mask)", "tl.store(out_ptr + offsets * 1000003, x + y)"),
+          gpu=True, says="died"),
+]
+
+
+_AUTOTUNED_ADD = """@kl.autotune(configs=[triton.Config({"BLOCK": b}, num_warps=w) for b, w in ((1024, 4), (2048, 4), (4096, 8))],
+             key=["n"])
+@triton.jit
+def add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    keep = offsets < n
+    tl.store(out_ptr + offsets, tl.load(x_ptr + offsets, mask=keep) + tl.load(y_ptr + offsets, mask=keep), mask=keep)
+
+
+def add(x, y):
+    out = torch.empty_like(x)
+    n = x.numel()
+    add_kernel[lambda meta: (triton.cdiv(n, meta["BLOCK"]),)](x, y, out, n)
+    return out
+"""
+
+_GRID_STRIDE_ADD = """@triton.jit
+def add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    # a fixed number of programs, each walking the array in strides of the whole grid
+    for start in range(tl.program_id(0) * BLOCK, n, tl.num_programs(0) * BLOCK):
+        offsets = start + tl.arange(0, BLOCK)
+        keep = offsets < n
+        tl.store(out_ptr + offsets, tl.load(x_ptr + offsets, mask=keep) + tl.load(y_ptr + offsets, mask=keep),
+                 mask=keep)
+
+
+def add(x, y):
+    out = torch.empty_like(x)
+    n = x.numel()
+    add_kernel[(min(triton.cdiv(n, 2048), 264),)](x, y, out, n, BLOCK=2048, num_warps=4)
+    return out
+"""
+
+_ONLINE_AS_SOFTMAX = """@triton.jit
+def softmax_kernel(out_ptr, x_ptr, n_cols, stride_x, stride_out, BLOCK: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64)
+    m = -float("inf")
+    l = 0.0
+    for start in range(0, n_cols, BLOCK):  # one pass: running max and rescaled sum
+        cols = start + tl.arange(0, BLOCK)
+        x = tl.load(x_ptr + row * stride_x + cols, mask=cols < n_cols, other=-float("inf")).to(tl.float32)
+        m_new = tl.maximum(m, tl.max(x, axis=0))
+        l = l * tl.exp(m - m_new) + tl.sum(tl.exp(x - m_new), axis=0)
+        m = m_new
+    for start in range(0, n_cols, BLOCK):
+        cols = start + tl.arange(0, BLOCK)
+        x = tl.load(x_ptr + row * stride_x + cols, mask=cols < n_cols, other=-float("inf")).to(tl.float32)
+        tl.store(out_ptr + row * stride_out + cols, (tl.exp(x - m) / l).to(out_ptr.dtype.element_ty), mask=cols < n_cols)
+
+
+def softmax(x):
+    n_rows, n_cols = x.shape
+    out = torch.empty_like(x)
+    softmax_kernel[(n_rows,)](out, x, n_cols, x.stride(0), out.stride(0), BLOCK=1024, num_warps=4)
+    return out
+"""
+
+_SPLIT_K = """@triton.jit
+def splitk_kernel(a_ptr, b_ptr, acc_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn,
+                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, SPLIT: tl.constexpr):
+    pid_m, pid_n, part = tl.program_id(0), tl.program_id(1), tl.program_id(2)
+    rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for k0 in range(part * BLOCK_K, K, SPLIT * BLOCK_K):  # this program's share of K
+        rk = k0 + tl.arange(0, BLOCK_K)
+        a = tl.load(a_ptr + rm[:, None] * stride_am + rk[None, :] * stride_ak,
+                    mask=(rm[:, None] < M) & (rk[None, :] < K), other=0.0)
+        b = tl.load(b_ptr + rk[:, None] * stride_bk + rn[None, :] * stride_bn,
+                    mask=(rk[:, None] < K) & (rn[None, :] < N), other=0.0)
+        acc = tl.dot(a, b, acc)
+    tl.atomic_add(acc_ptr + rm[:, None] * N + rn[None, :], acc, mask=(rm[:, None] < M) & (rn[None, :] < N))
+
+
+@triton.jit
+def cast_kernel(src_ptr, dst_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(dst_ptr + offs, tl.load(src_ptr + offs, mask=offs < n).to(dst_ptr.dtype.element_ty), mask=offs < n)
+
+
+def matmul(a, b):
+    M, K = a.shape
+    N = b.shape[1]
+    acc = torch.zeros((M, N), device=a.device, dtype=torch.float32)
+    grid = (triton.cdiv(M, 64), triton.cdiv(N, 64), 4)
+    splitk_kernel[grid](a, b, acc, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
+                        BLOCK_M=64, BLOCK_N=64, BLOCK_K=32, SPLIT=4)
+    c = torch.empty((M, N), device=a.device, dtype=a.dtype)
+    cast_kernel[(triton.cdiv(M * N, 1024),)](acc, c, M * N, BLOCK=1024)
+    return c
+"""
+
+CONTROLS = [
+    Entry("small_blocks_one_warp", L1, "add_correct", "BLOCK=128, one warp", _SLOW_ADD, expect="full"),
+    Entry("autotuned_add", L1, "add_correct", "autotuned over three block sizes", _whole("add_code", _AUTOTUNED_ADD),
+          expect="full"),
+    Entry("grid_stride_add", L1, "add_correct", "a fixed grid looping over the array", _whole("add_code", _GRID_STRIDE_ADD),
+          expect="full"),
+    Entry("warns_every_call", L1, "fused_correct", "prints a warning on every call",
+          _sub("silu_gate_code", "    out = torch.empty_like(x)", "    import warnings\n"
+               "    warnings.warn('silu_gate: this kernel is not tuned yet')\n    print('silu_gate called')\n"
+               "    out = torch.empty_like(x)"), expect="full"),
+    Entry("split_k_atomics", L2, "matmul_correct", "split-K with atomic adds into an fp32 buffer",
+          _whole("matmul_code", _SPLIT_K), expect="full"),
+    Entry("one_config_no_grouping", L2, "matmul_correct", "one autotune config, no grouped order",
+          lambda t: {"matmul_code": t["matmul_code"].replace("configs=CONFIGS,", "configs=CONFIGS[:1],").replace(
+              "GROUP_M=8", "GROUP_M=1")}, expect="full"),
+    Entry("online_softmax_as_softmax", L3, "softmax_correct", "one row per program, online max and sum",
+          _whole("softmax_code", _ONLINE_AS_SOFTMAX), expect="full"),
+    Entry("other_flash_blocks", L4, "flash_attention_correct", "fixed 32 x 16 blocks instead of autotuning",
+          lambda t: {"flash_attention_code": t["flash_attention_code"].replace(
+              "@kl.autotune(configs=FWD_CONFIGS, key=[\"N_CTX\", \"HEAD_DIM\", \"CAUSAL\"])\n", "").replace(
+              "HEAD_DIM=D, CAUSAL=bool(causal))", "HEAD_DIM=D, CAUSAL=bool(causal), BLOCK_M=32, BLOCK_N=16)")},
+          expect="full"),
+    Entry("slow_add_speed", L1, "add_bandwidth", "BLOCK=128, one warp: slower, timed honestly",
+          _SLOW_ADD, expect="earned", gpu=True),
+    Entry("autotuned_add_speed", L1, "add_bandwidth", "autotuned add, timed", _whole("add_code", _AUTOTUNED_ADD),
+          expect="earned", gpu=True),
+]
+ENTRIES = CHEATS + CONTROLS
+
+
+@contextlib.contextmanager
+def _budgets(seconds: float | None):
+    if seconds is None:
+        yield
+        return
+    saved = harness.COMPILE_BUDGET, harness.RUN_BUDGET
+    harness.COMPILE_BUDGET = harness.RUN_BUDGET = seconds
+    try:
+        yield
+    finally:
+        harness.COMPILE_BUDGET, harness.RUN_BUDGET = saved
+
+
+def _notebooks(lesson: str):
+    root = repo_root()
+    return (S.read(root / "notebooks" / lesson / f"{lesson}.ipynb"),
+            S.read(root / "solutions" / lesson / f"{lesson}.ipynb"))
+
+
+def by_name(name: str) -> Entry:
+    return next(e for e in ENTRIES if e.name == name)
+
+
+def notebook_of(e: Entry):
+    rel, src = _notebooks(e.lesson)
+    return S.filled(rel, src, e.edit(S.solution_texts(src)))
+
+
+def write_notebook(e: Entry, path) -> None:
+    S.write(notebook_of(e), path)
+
+
+def grade_entry(e: Entry, seed: int, ceil=None, facts=None, solution_score: dict | None = None) -> dict:
+    """Grade ``e`` on the problem it attacks; report which other problems it leaves graded as the solution."""
+    from ..lessons import problems_of
+    rel, src = _notebooks(e.lesson)
+    nb, sol = notebook_of(e), S.filled(rel, src)
+    problems = problems_of(e.lesson)
+    p = problems[e.problem]
+    untouched = [gid for gid, q in problems.items() if gid != e.problem
+                 and sources_for(nb, q.names) == sources_for(sol, q.names)]
+    with _budgets(e.budget_s):
+        outcome, record = harness.grade_problem(p, nb, seed, ceil, facts, e.lesson)
+    score = harness.clamp_points(outcome.fraction, p.points)
+    return {"name": e.name, "lesson": e.lesson, "problem": e.problem, "threat": e.threat, "expect": e.expect,
+            "gpu": e.gpu, "score": score, "points": p.points, "why": outcome.message,
+            "value": outcome.details.get("value"), "flagged": "flagged" in outcome.details,
+            "untouched": untouched, "others": len(problems) - 1, "wall_s": round(record.get("wall_s", 0.0), 1)}
+
+
+def verdict(r: dict, e: Entry) -> tuple[bool, str]:
+    """(as expected, what was expected) for one graded entry."""
+    if e.expect == "0":
+        ok = r["score"] == 0 and (not e.says or e.says.lower() in r["why"].lower())
+        want = "0" + (f", says '{e.says}'" if e.says else "")
+    elif e.expect == "full":
+        ok, want = r["score"] == r["points"], "full points"
+    else:  # earned: a speed verdict from a measured ratio, not flagged, not refused
+        ok = r["value"] is not None and not r["flagged"] and r["score"] > 0
+        want = "the points its ratio earns"
+    return ok, want
+
+
+def run(entries=None, progress: bool = True, seed: int = 20261122) -> list[dict]:
+    from ..ceilings import measure_ceilings
+    from ..learner import facts as device_facts
+    todo = [e for e in (entries if entries is not None else ENTRIES) if DEVICE.on_gpu or not e.gpu]
+    ceil, facts = measure_ceilings(quiet=True), device_facts()
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+        bar = tqdm(todo, desc="corpus", file=sys.stdout)
+    out = []
+    for e in (bar if bar is not None else todo):
+        r = grade_entry(e, seed, ceil, facts)
+        r["ok"], r["wanted"] = verdict(r, e)
+        out.append(r)
+        if bar is not None:  # one line per entry, so a run cut short still says what it found
+            bar.write(f"{'ok ' if r['ok'] else 'NOT'} {e.name}: {r['score']:g}/{r['points']:g} {r['why'][:150]}")
+    return out
+
+
+def write(results: list[dict], out: pathlib.Path) -> str:
+    from ..bench import _header, md_table
+    out.mkdir(parents=True, exist_ok=True)
+    cheats = [r for r in results if r["expect"] == "0"]
+    honest = [r for r in results if r["expect"] != "0"]
+    lines = ["# Cheat corpus and honest controls", ""] + _header() + ["", (
+        "Each submission is the reference solution with one cell changed, graded by the grade of record (a fresh "
+        "child process per problem). 'untouched' counts the lesson's other problems whose cells it leaves as the "
+        "solution has them: they are graded exactly as the solution is."), ""]
+    for title, rows in (("Cheats", cheats), ("Honest controls", honest)):
+        lines += [f"## {title}: {sum(r['ok'] for r in rows)} of {len(rows)} as expected", ""]
+        lines += md_table(["submission", "lesson", "attacks", "threat", "expected", "got", "untouched", "why (first words)"], [
+            [r["name"], r["lesson"][:2], r["problem"], r["threat"], r["wanted"],
+             f"{r['score']:g}/{r['points']:g}" + ("" if r["ok"] else " ✗"), f"{len(r['untouched'])}/{r['others']}",
+             r["why"][:110].replace("|", "/").replace("\n", " ")] for r in rows])
+        lines.append("")
+    text = "\n".join(lines)
+    name = "corpus_gpu" if DEVICE.on_gpu else "corpus_cpu"
+    (out / f"{name}.md").write_text(text)
+    (out / f"{name}.json").write_text(json.dumps(results, indent=1, default=str))
+    return text

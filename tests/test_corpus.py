@@ -1,0 +1,33 @@
+"""The cheat corpus (CPU part): every cheat scores 0 on what it attacks, with the defence named, and leaves
+the lesson's other problems graded as the solution's. The GPU part (timing, streams, illegal memory access)
+runs with ``kernellab corpus`` on a GPU; its report is committed under assets/gpu/."""
+import pytest
+
+from kernellab.grading import corpus as C
+
+
+def test_the_corpus_covers_enough_threats_and_lessons():
+    assert len(C.CHEATS) >= 25 and len(C.CONTROLS) >= 8
+    assert len({e.lesson for e in C.CHEATS}) >= 5
+    assert {e.name for e in C.CHEATS if e.gpu} >= {"side_stream", "illegal_memory_access"}
+
+
+@pytest.fixture(scope="module")
+def cheats(tmp_path_factory):
+    res = C.run([e for e in C.CHEATS if not e.gpu], progress=False)
+    print(C.write(res, tmp_path_factory.mktemp("corpus")))
+    return {r["name"]: r for r in res}
+
+
+@pytest.mark.parametrize("entry", [e for e in C.CHEATS if not e.gpu], ids=lambda e: e.name)
+def test_cheat_gains_nothing(cheats, entry):
+    r = cheats[entry.name]
+    assert r["score"] == 0, (entry.name, r["why"])
+    assert r["ok"], (entry.name, r["wanted"], r["why"])
+
+
+def test_cheats_leave_other_problems_graded_as_the_solution(cheats):
+    # Only the problems that load the changed cell see it: most of each lesson stays the solution's.
+    for r in cheats.values():
+        assert r["untouched"], r["name"]
+        assert r["problem"] not in r["untouched"]
