@@ -224,7 +224,7 @@ MATMUL_SPEED = SpeedProblem(
     "matmul_speed", 2, ("matmul",), "matmul: speed vs cuBLAS", signature="matmul(a, b)",
     make_inputs=_randn_matmul(SPEED_N, SPEED_N, SPEED_N), baseline=torch.matmul,
     baseline_name="torch.matmul (cuBLAS)", reference_at=_matmul_at, bytes_moved=_mm_bytes, flops=_mm_flops,
-    metric="speedup", bands=((0.9, 1.0), (0.75, 0.6), (0.5, 0.3)), out_dtype=lambda inp: torch.float16,
+    metric="speedup", bands=((0.7, 1.0), (0.55, 0.6), (0.4, 0.3)), out_dtype=lambda inp: torch.float16,
     precheck=MATMUL)
 
 EPILOGUE_SPEED = SpeedProblem(
