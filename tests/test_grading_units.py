@@ -82,3 +82,17 @@ def test_child_sees_no_grading_marker(monkeypatch):
     src = "import os\nGRADING = 'NBGRADER_EXECUTION' in os.environ\ndef add(x, y):\n    raise NotImplementedError\n"
     outcome, _ = _grade(src, monkeypatch)
     assert outcome.fraction == 0 and "imports os" in outcome.message
+
+
+def test_the_learners_own_check_applies_the_grading_rules():
+    # A function defined in a notebook cell (here registered the way exec_cells does, as IPython does) whose
+    # cell breaks a rule fails the learner's check with the same explanation the grade of record gives.
+    from kernellab import learner
+    from kernellab.grading.notebook_code import exec_cells, new_namespace
+    from kernellab.lessons.lesson01 import ADD
+    from kernellab.report import CheckFailed
+    ns = new_namespace("01_roofline_vector_add")
+    exec_cells(["import os\n\ndef add(x, y):\n    return x + y\n"], ns, tag="rules")
+    with pytest.raises(CheckFailed) as e:
+        learner.check(ADD, ns["add"])
+    assert "imports os" in str(e.value) and "Graded cells may import only" in str(e.value)
