@@ -32,7 +32,8 @@ def graded(tmp_path_factory):
         "deleter": S.filled(rel, src, drop=("add_correct",)),
         "tamperer": _tampered(S.filled(rel, src, {"add_code": add.replace("x + y", "x - y")})),
     }
-    grades, scores = course.round_trip(L, subs, via_lms=("solution",))  # the LMS path of the README
+    # the LMS path of the README, then the instructor's CLI: kernellab term autograde / feedback / export
+    grades, scores = course.round_trip(L, subs, via_lms=("solution",), via_term=True)
     assert (course.ag / "submitted" / "solution" / L / f"{L}.ipynb").exists()
     return course, grades, scores
 
@@ -125,3 +126,37 @@ def test_nothing_reaches_stderr_in_graded_cells(graded):
         if c.get("metadata", {}).get("nbgrader", {}).get("grade") and c["cell_type"] == "code":
             assert not [o for o in c["outputs"] if o.get("name") == "stderr"]
             assert [o for o in c["outputs"] if o["output_type"] == "execute_result"]
+
+
+def test_preflight_names_missing_cells_and_broken_rules(graded):
+    from kernellab.grading import term
+    rows = {r["student"]: r for r in term.preflight(course_dir(graded), L)}
+    assert rows["solution"]["ok"] and rows["solution"]["gpu"] == "not run by the learner"
+    assert rows["deleter"]["missing"] == ["add_correct"] and not rows["deleter"]["ok"]
+    assert any("replaces torch.allclose" in b for b in rows["patcher"]["rules"])
+    assert "answers_matmul" in rows["tamperer"]["missing"]  # its metadata was stripped
+    out = graded[0].term("preflight", L)
+    assert out.returncode == 1 and "deleter" in out.stdout and "missing add_correct" in out.stdout
+
+
+def test_fingerprint_of_a_notebook_the_learner_ran():
+    import nbformat
+
+    from kernellab.grading.term import fingerprints
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("kl.setup()", outputs=[nbformat.v4.new_output(
+        "stream", name="stdout", text="NVIDIA T4 (sm_75) | torch 2.9.0 | triton 3.5.0\nbf16: no\n")])])
+    assert fingerprints(nb) == ["NVIDIA T4 (sm_75) | torch 2.9.0 | triton 3.5.0"]
+
+
+def test_report_plots_pass_rates_from_the_audit_records(graded, tmp_path):
+    from kernellab.grading import term
+    per = term.report(course_dir(graded), L, tmp_path / "r.html")
+    scores = graded[2]
+    assert per["add_correct"]["n"] == len(scores)  # one audit record per student and problem
+    assert per["add_correct"]["full"] == sum(s["add_correct"] == 4 for s in scores.values())
+    html = (tmp_path / "r.html").read_text()
+    assert html.count("<img") >= 1 and "add_correct" in html and "Pass rate per problem" in html
+
+
+def course_dir(graded):
+    return graded[0].ag

@@ -36,6 +36,11 @@ def main(argv=None) -> int:
     c.add_argument("--out", default="assets/gpu", help="folder for corpus_gpu|cpu.md and .json")
     c.add_argument("--only", default="", help="comma-separated entry names (default: all this machine can run)")
     c.add_argument("--gpu-only", action="store_true", help="only the entries that need a GPU")
+    t = sub.add_parser("term", help="the instructor's term: preflight, autograde, feedback, export, report")
+    t.add_argument("action", choices=["preflight", "autograde", "feedback", "export", "report"])
+    t.add_argument("lesson", nargs="?", default=None, help="lesson id (all actions but export)")
+    t.add_argument("--course", default=".", help="the nbgrader course folder (autograder/)")
+    t.add_argument("--out", default=None, help="report: the HTML file (default reports/<lesson>.html)")
     sub.add_parser("fingerprint", help="print this machine's one-line device fingerprint")
     args = ap.parse_args(argv)
     if args.cmd == "build":
@@ -74,6 +79,11 @@ def main(argv=None) -> int:
         res = corpus.run([e for e in corpus.ENTRIES if (not names or e.name in names) and (e.gpu or not args.gpu_only)])
         print(corpus.write(res, pathlib.Path(args.out)))
         return 0 if all(r["ok"] for r in res) else 1
+    elif args.cmd == "term":
+        from .grading.term import main as term_main
+        if args.action != "export" and not args.lesson:
+            ap.error(f"term {args.action} needs a lesson id")
+        return term_main(args.action, args.lesson, args.course, args.out)
     elif args.cmd == "fingerprint":
         from .device import fingerprint
         print(fingerprint())

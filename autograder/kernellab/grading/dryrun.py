@@ -81,16 +81,28 @@ class Course:
             sub = gb.find_submission_notebook(lesson, lesson, student)
             return {g.name: g.auto_score for g in sub.grades}
 
-    def round_trip(self, lesson: str, subs: dict, via_lms: tuple = ()) -> tuple[dict, dict]:
+    def term(self, *args) -> subprocess.CompletedProcess:
+        """``kernellab term ...`` in this course folder, as an instructor types it."""
+        return subprocess.run([sys.executable, "-m", "kernellab.cli", "term", *args, "--course", str(self.ag)],
+                              cwd=self.ag, capture_output=True, text=True, env=tool_env(), timeout=3600)
+
+    def round_trip(self, lesson: str, subs: dict, via_lms: tuple = (), via_term: bool = False) -> tuple[dict, dict]:
         """The instructor's whole pass: collect (``via_lms`` students through zip_collect, the rest
-        submitted directly), autograde, feedback, export. Returns (grades.csv rows, cell scores)."""
+        submitted directly), autograde, feedback, export. Returns (grades.csv rows, cell scores).
+        ``via_term``: autograde (one student at a time), feedback and export through ``kernellab term``."""
         if via_lms:
             self.collect_from_lms(lesson, {s: subs[s] for s in via_lms})
         for student, nb in subs.items():
             if student not in via_lms:
                 self.submit(lesson, student, nb)
-        self.autograde(lesson)
-        self.feedback(lesson)
+        if via_term:
+            for args in (("autograde", lesson), ("feedback", lesson), ("export",)):
+                r = self.term(*args)
+                if r.returncode != 0:
+                    raise RuntimeError(f"kernellab term {' '.join(args)} failed:\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}")
+        else:
+            self.autograde(lesson)
+            self.feedback(lesson)
         return self.export(), {s: self.cell_scores(lesson, s) for s in subs}
 
     def result(self, lesson: str, student: str, problem: str) -> dict:
