@@ -134,6 +134,11 @@ CHEATS = [
                  "    with torch.enable_grad():\n        q2, k2, v2 = (t.detach().requires_grad_() for t in (q, k, v))\n"
                  "        o2 = F.scaled_dot_product_attention(q2, k2, v2, is_causal=bool(causal))\n"
                  "        return torch.autograd.grad(o2, (q2, k2, v2), do)\n"), says="computed with PyTorch"),
+    Entry("layernorm_forward_with_torch", L6, "layernorm_function_correct", "PyTorch's LayerNorm in the Function's "
+          "forward (lesson 06 lets cuBLAS stay, not this)", lambda t: S.known_wrong(L6, _notebooks(L6)[1])[
+              "torch_layernorm_forward"], says="computed with PyTorch"),
+    Entry("scores_in_memory", L4, "flash_attention_memory", "an N x N scores buffer (the memory FlashAttention saves)",
+          lambda t: S.known_wrong(L4, _notebooks(L4)[1])["scores_scratch"], says="memory"),
     Entry("torch_compile_in_the_block", L6, "block_correct", "torch.compile inside a graded function",
           _sub("block_code", "def block_forward(x, params, n_heads):\n",
                "def _eager(x, p, n_heads):\n    B, N, d = x.shape\n    return x\n\n"
