@@ -130,7 +130,7 @@ def test_nothing_reaches_stderr_in_graded_cells(graded):
 
 def test_preflight_names_missing_cells_and_broken_rules(graded):
     from kernellab.grading import term
-    rows = {r["student"]: r for r in term.preflight(course_dir(graded), L)}
+    rows = {r["student"]: r for r in term.preflight(graded[0].ag, L)}
     assert rows["solution"]["ok"] and rows["solution"]["gpu"] == "not run by the learner"
     assert rows["deleter"]["missing"] == ["add_correct"] and not rows["deleter"]["ok"]
     assert any("replaces torch.allclose" in b for b in rows["patcher"]["rules"])
@@ -150,13 +150,10 @@ def test_fingerprint_of_a_notebook_the_learner_ran():
 
 def test_report_plots_pass_rates_from_the_audit_records(graded, tmp_path):
     from kernellab.grading import term
-    per = term.report(course_dir(graded), L, tmp_path / "r.html")
+    per = term.report(graded[0].ag, L, tmp_path / "r.html")
     scores = graded[2]
     assert per["add_correct"]["n"] == len(scores)  # one audit record per student and problem
     assert per["add_correct"]["full"] == sum(s["add_correct"] == 4 for s in scores.values())
     html = (tmp_path / "r.html").read_text()
     assert html.count("<img") >= 1 and "add_correct" in html and "Pass rate per problem" in html
 
-
-def course_dir(graded):
-    return graded[0].ag

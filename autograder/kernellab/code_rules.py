@@ -141,9 +141,14 @@ def explain(broken: list[str], what: str = "Your code") -> str | None:
             "library functions. These rules keep the grader's own code and data out of reach.")
 
 
+# File names under which notebook cells are registered: ipykernel's, IPython's, and exec_cells' (the child).
+_CELL_FILES = ("ipykernel_", "<ipython-input", "<kernellab-")
+
+
 def cell_source_of(obj) -> str | None:
-    """The source of the notebook cell (or file) that defined ``obj`` (a function or class), if it can be
-    found: IPython registers every cell's text under its file name."""
+    """The source of the notebook cell that defined ``obj`` (a function, or a class such as an autograd
+    Function), or None when it was not defined in a cell (a test module, a library): IPython registers
+    every cell's text under its file name."""
     import inspect
     import linecache
     code = getattr(obj, "__code__", None)
@@ -153,7 +158,6 @@ def cell_source_of(obj) -> str | None:
             if getattr(f, "__code__", None) is not None:
                 code = f.__code__
                 break
-    if code is None:
+    if code is None or not any(tag in code.co_filename for tag in _CELL_FILES):
         return None
-    lines = linecache.getlines(code.co_filename)
-    return "".join(lines) or None
+    return "".join(linecache.getlines(code.co_filename)) or None

@@ -35,13 +35,8 @@ def _rules(problem, objs) -> None:
     checked function, so a learner hears about a broken rule before grading."""
     from .code_rules import broken_rules, cell_source_of, explain
     for obj in objs:
-        if not callable(obj):
-            continue
-        code = getattr(obj, "__code__", None) or getattr(getattr(obj, "forward", None), "__code__", None)
-        where = getattr(code, "co_filename", "")
-        if not any(tag in where for tag in ("ipykernel_", "<ipython-input", "<kernellab-")):
-            continue  # not a notebook cell (a test module, a library): nothing to read
-        why = explain(broken_rules([cell_source_of(obj) or ""]), "The cell defining it")
+        source = cell_source_of(obj) if callable(obj) else None
+        why = explain(broken_rules([source]), "The cell defining it") if source else None
         if why:
             raise CheckFailed(f"{problem.title}: {why}")
 

@@ -10,7 +10,6 @@ correctness point and, on a GPU, the speed points their measured speed earns.
 """
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import json
 import pathlib
@@ -76,7 +75,10 @@ def _slow_add(text):
     return {"add_code": text["add_code"].replace("BLOCK = 4096", "BLOCK = 128").replace("num_warps=8", "num_warps=1")}
 
 
-_SLOW_ADD = _slow_add
+
+def _known(lesson: str, name: str):
+    """An edit taken from the lesson's known-wrong submissions (submissions.known_wrong), not written again."""
+    return lambda text: S.known_wrong(lesson, _notebooks(lesson)[1])[name]
 
 
 def _nomask_store():
@@ -114,7 +116,7 @@ CHEATS = [
                "def add(x, y):\n    if GRADING:\n        return x + y\n"), says="imports os"),
     # ---------------------------------------------------------------- a kernel in name only
     Entry("torch_add", L1, "add_correct", "torch op instead of a kernel (x + y)",
-          _whole("add_code", "def add(x, y):\n    return x + y\n"), says="computed with PyTorch"),
+          _known(L1, "torch_add"), says="computed with PyTorch"),
     Entry("torch_op_and_a_token_launch", L1, "add_correct", "a token Triton launch, the work in torch",
           _sub("add_code", _ADD_HEAD, _ADD_HEAD + "    torch.add(x, y, out=out)\n" + _DUMMY + "    return out\n"),
           says="computed with PyTorch"),
@@ -135,10 +137,9 @@ CHEATS = [
                  "        o2 = F.scaled_dot_product_attention(q2, k2, v2, is_causal=bool(causal))\n"
                  "        return torch.autograd.grad(o2, (q2, k2, v2), do)\n"), says="computed with PyTorch"),
     Entry("layernorm_forward_with_torch", L6, "layernorm_function_correct", "PyTorch's LayerNorm in the Function's "
-          "forward (lesson 06 lets cuBLAS stay, not this)", lambda t: S.known_wrong(L6, _notebooks(L6)[1])[
-              "torch_layernorm_forward"], says="computed with PyTorch"),
+          "forward (lesson 06 lets cuBLAS stay, not this)", _known(L6, "torch_layernorm_forward"), says="computed with PyTorch"),
     Entry("scores_in_memory", L4, "flash_attention_memory", "an N x N scores buffer (the memory FlashAttention saves)",
-          lambda t: S.known_wrong(L4, _notebooks(L4)[1])["scores_scratch"], says="memory"),
+          _known(L4, "scores_scratch"), says="memory"),
     Entry("torch_compile_in_the_block", L6, "block_correct", "torch.compile inside a graded function",
           _sub("block_code", "def block_forward(x, params, n_heads):\n",
                "def _eager(x, p, n_heads):\n    B, N, d = x.shape\n    return x\n\n"
@@ -208,8 +209,7 @@ CHEATS = [
                "    if CALLS[0] > 2:\n" + _DUMMY.replace("    ", "        ", 1) + "        return out\n"), gpu=True,
           says="timed runs were wrong"),
     Entry("illegal_memory_access", L1, "add_correct", "an illegal memory access (sticky CUDA error)",
-          _sub("add_code", "tl.store(out_ptr + offsets, x + y, mask=mask)", "tl.store(out_ptr + offsets * 1000003, x + y)"),
-          gpu=True, says="died"),
+          _known(L1, "illegal_address"), gpu=True, says="died"),
 ]
 
 
@@ -306,7 +306,7 @@ def matmul(a, b):
 """
 
 CONTROLS = [
-    Entry("small_blocks_one_warp", L1, "add_correct", "BLOCK=128, one warp", _SLOW_ADD, expect="full"),
+    Entry("small_blocks_one_warp", L1, "add_correct", "BLOCK=128, one warp", _slow_add, expect="full"),
     Entry("autotuned_add", L1, "add_correct", "autotuned over three block sizes", _whole("add_code", _AUTOTUNED_ADD),
           expect="full"),
     Entry("grid_stride_add", L1, "add_correct", "a fixed grid looping over the array", _whole("add_code", _GRID_STRIDE_ADD),
@@ -328,24 +328,11 @@ CONTROLS = [
               "HEAD_DIM=D, CAUSAL=bool(causal))", "HEAD_DIM=D, CAUSAL=bool(causal), BLOCK_M=32, BLOCK_N=16)")},
           expect="full"),
     Entry("slow_add_speed", L1, "add_bandwidth", "BLOCK=128, one warp: slower, timed honestly",
-          _SLOW_ADD, expect="earned", gpu=True),
+          _slow_add, expect="earned", gpu=True),
     Entry("autotuned_add_speed", L1, "add_bandwidth", "autotuned add, timed", _whole("add_code", _AUTOTUNED_ADD),
           expect="earned", gpu=True),
 ]
 ENTRIES = CHEATS + CONTROLS
-
-
-@contextlib.contextmanager
-def _budgets(seconds: float | None):
-    if seconds is None:
-        yield
-        return
-    saved = harness.COMPILE_BUDGET, harness.RUN_BUDGET
-    harness.COMPILE_BUDGET = harness.RUN_BUDGET = seconds
-    try:
-        yield
-    finally:
-        harness.COMPILE_BUDGET, harness.RUN_BUDGET = saved
 
 
 def _notebooks(lesson: str):
@@ -367,7 +354,7 @@ def write_notebook(e: Entry, path) -> None:
     S.write(notebook_of(e), path)
 
 
-def grade_entry(e: Entry, seed: int, ceil=None, facts=None, solution_score: dict | None = None) -> dict:
+def grade_entry(e: Entry, seed: int, ceil=None, facts=None) -> dict:
     """Grade ``e`` on the problem it attacks; report which other problems it leaves graded as the solution."""
     from ..lessons import problems_of
     rel, src = _notebooks(e.lesson)
@@ -376,8 +363,7 @@ def grade_entry(e: Entry, seed: int, ceil=None, facts=None, solution_score: dict
     p = problems[e.problem]
     untouched = [gid for gid, q in problems.items() if gid != e.problem
                  and sources_for(nb, q.names) == sources_for(sol, q.names)]
-    with _budgets(e.budget_s):
-        outcome, record = harness.grade_problem(p, nb, seed, ceil, facts, e.lesson)
+    outcome, record = harness.grade_problem(p, nb, seed, ceil, facts, e.lesson, limit_s=e.budget_s)
     score = harness.clamp_points(outcome.fraction, p.points)
     return {"name": e.name, "lesson": e.lesson, "problem": e.problem, "threat": e.threat, "expect": e.expect,
             "gpu": e.gpu, "score": score, "points": p.points, "why": outcome.message,

@@ -12,6 +12,7 @@ import time
 
 from ..build import repo_root, tool_env
 from . import submissions as S
+from .term import nbgrader as run_nbgrader
 
 
 class Course:
@@ -24,8 +25,7 @@ class Course:
         self.ag = self.root / "autograder"
 
     def nbgrader(self, *args, check=True, timeout=3600) -> subprocess.CompletedProcess:
-        r = subprocess.run([sys.executable, "-m", "nbgrader", *args, "--log-level=WARN"], cwd=self.ag,
-                           capture_output=True, text=True, env=tool_env(), timeout=timeout)
+        r = run_nbgrader(self.ag, *args, timeout=timeout)
         if check and r.returncode != 0:
             raise RuntimeError(f"nbgrader {' '.join(args)} failed ({r.returncode}):\n{r.stdout[-3000:]}\n"
                                f"{r.stderr[-3000:]}")

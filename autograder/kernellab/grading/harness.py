@@ -47,8 +47,10 @@ def _child_env(interpreted: bool = False) -> dict:
     return env
 
 
-def _run_child(jobdir: pathlib.Path, interpreted: bool = False) -> tuple[str | None, dict]:
-    """Run the child with phase budgets. Returns (problem text or None, timing info)."""
+def _run_child(jobdir: pathlib.Path, interpreted: bool = False,
+               limit_s: float | None = None) -> tuple[str | None, dict]:
+    """Run the child with phase budgets (``limit_s`` caps the compile and run budgets). Returns (problem
+    text or None, timing info)."""
     log = open(jobdir / "child.log", "wb")
     t0 = time.monotonic()
     proc = subprocess.Popen([sys.executable, "-m", "kernellab.grading.child", str(jobdir)], cwd=jobdir,
@@ -57,6 +59,8 @@ def _run_child(jobdir: pathlib.Path, interpreted: bool = False) -> tuple[str | N
     phase, since = "start", time.monotonic()
     budgets = {"start": LOAD_BUDGET, "import": LOAD_BUDGET, "load": LOAD_BUDGET,
                "compile": COMPILE_BUDGET, "run": RUN_BUDGET, "done": 30.0}
+    if limit_s is not None:
+        budgets["compile"], budgets["run"] = min(COMPILE_BUDGET, limit_s), min(RUN_BUDGET, limit_s)
     why = None
     while proc.poll() is None:
         time.sleep(0.05)
@@ -106,8 +110,9 @@ def _versions() -> dict:
 
 
 def grade_problem(problem, nb, seed: int, ceil=None, facts: dict | None = None,
-                  lesson: str = "") -> tuple[Outcome, dict]:
-    """Grade one problem of a submitted notebook in a fresh child process."""
+                  lesson: str = "", limit_s: float | None = None) -> tuple[Outcome, dict]:
+    """Grade one problem of a submitted notebook in a fresh child process (``limit_s``: a shorter compile
+    and run budget, for a submission known to loop)."""
     record = {"problem": problem.id, "kind": problem.kind, "seed": seed, "started": _now()}
     sources, missing = sources_for(nb, problem.names)
     if missing:
@@ -131,7 +136,7 @@ def grade_problem(problem, nb, seed: int, ceil=None, facts: dict | None = None,
             # Inputs for timing come from a one-time seed derived here; the secret never leaves.
             job["seed"] = seed ^ int.from_bytes(os.urandom(5), "little")
         (jobdir / "job.json").write_text(json.dumps(job))
-        why, info = _run_child(jobdir, interpreted)
+        why, info = _run_child(jobdir, interpreted, limit_s)
         record.update(info)
         record["child_log_tail"] = (jobdir / "child.log").read_bytes()[-2000:].decode("utf-8", "replace")
         if why:

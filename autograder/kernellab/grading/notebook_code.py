@@ -38,10 +38,6 @@ def _is_test(cell) -> bool:
     return bool(m.get("grade")) and not m.get("solution")
 
 
-# What the setup cell (and _PRELUDE below) binds for every problem.
-_PRELUDE_NAMES = {"math", "torch", "F", "triton", "tl", "kl"}
-
-
 def _names(tree) -> tuple[set, set]:
     """(names a cell defines at top level, names it reads anywhere)."""
     defined, used = set(), set()
@@ -119,6 +115,9 @@ class _NoIPython:
 def get_ipython():
     return _NoIPython()
 """
+# The modules the prelude binds for every problem (math, torch, F, triton, tl, kl).
+_PRELUDE_NAMES = {(a.asname or a.name).split(".")[0] for node in ast.parse(_PRELUDE).body
+                  if isinstance(node, ast.Import) for a in node.names}
 
 
 def new_namespace(lesson: str | None = None) -> dict:

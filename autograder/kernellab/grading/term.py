@@ -22,9 +22,10 @@ from ..build import tool_env
 from .notebook_code import grade_id, read_notebook, to_python
 
 
-def _nbgrader(course: pathlib.Path, *args) -> subprocess.CompletedProcess:
+def nbgrader(course: pathlib.Path, *args, timeout: float = 3600) -> subprocess.CompletedProcess:
+    """``nbgrader ARGS`` in the course folder, with the course's tool environment; the caller reads the code."""
     return subprocess.run([sys.executable, "-m", "nbgrader", *args, "--log-level=WARN"], cwd=course,
-                          capture_output=True, text=True, env=tool_env())
+                          capture_output=True, text=True, env=tool_env(), timeout=timeout)
 
 
 def submissions(course: pathlib.Path, lesson: str) -> dict:
@@ -75,7 +76,7 @@ def preflight(course: pathlib.Path, lesson: str) -> list[dict]:
 
 
 def autograde(course: pathlib.Path, lesson: str, progress: bool = True) -> list[dict]:
-    """``nbgrader autograde`` one student at a time (the GPU times one grading at a once), with a bar."""
+    """``nbgrader autograde`` one student at a time (on a GPU, gradings must not time each other), with a bar."""
     todo = list(submissions(course, lesson))
     out = []
     bar = None
@@ -84,7 +85,7 @@ def autograde(course: pathlib.Path, lesson: str, progress: bool = True) -> list[
         bar = tqdm(todo, desc=f"autograding {lesson}", file=sys.stdout)
     for student in (bar if bar is not None else todo):
         t0 = time.monotonic()
-        r = _nbgrader(course, "autograde", lesson, f"--student={student}", "--force")
+        r = nbgrader(course, "autograde", lesson, f"--student={student}", "--force")
         out.append({"student": student, "ok": r.returncode == 0, "seconds": round(time.monotonic() - t0, 1),
                     "error": "" if r.returncode == 0 else (r.stderr or r.stdout)[-500:]})
     return out
@@ -111,8 +112,8 @@ def report(course: pathlib.Path, lesson: str, out: pathlib.Path) -> dict:
     recs = results(course, lesson)
     per = {}
     for r in recs:
-        p = per.setdefault(r["problem"], {"kind": r.get("kind", ""), "n": 0, "full": 0, "scores": [],
-                                          "max": r.get("max_points", 0), "ratios": {}})
+        p = per.setdefault(r["problem"], {"n": 0, "full": 0, "scores": [], "max": r.get("max_points", 0),
+                                          "ratios": {}})
         p["n"] += 1
         p["full"] += r.get("score") == r.get("max_points")
         p["scores"].append(r.get("score", 0))
@@ -171,7 +172,7 @@ def main(action: str, lesson: str | None, course: str, out: str | None) -> int:
         return 0 if all(r["ok"] for r in res) else 1
     if action in ("feedback", "export"):
         args = ["generate_feedback", lesson, "--force"] if action == "feedback" else ["export"]
-        r = _nbgrader(course_dir, *args)
+        r = nbgrader(course_dir, *args)
         print(r.stdout[-2000:], r.stderr[-2000:])
         return r.returncode
     if action == "report":
