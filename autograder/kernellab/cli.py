@@ -33,7 +33,8 @@ def main(argv=None) -> int:
     r.add_argument("--entry", default=None, help="a corpus entry (kernellab corpus) instead of the solution")
     r.add_argument("--out", default="assets/gpu", help="folder for regrade_<lesson>.md and .json")
     c = sub.add_parser("corpus", help="grade the cheat corpus and the honest controls (GPU entries need a GPU)")
-    c.add_argument("--out", default="assets/gpu", help="folder for corpus_gpu|cpu.md and .json")
+    c.add_argument("--out", default=None,
+                   help="folder for the report (default: assets/gpu for corpus_gpu.md, assets/grading for corpus_cpu.md)")
     c.add_argument("--only", default="", help="comma-separated entry names (default: all this machine can run)")
     c.add_argument("--gpu-only", action="store_true", help="only the entries that need a GPU")
     t = sub.add_parser("term", help="the instructor's term: preflight, autograde, feedback, export, report")
@@ -77,7 +78,9 @@ def main(argv=None) -> int:
         from .grading import corpus
         names = _split(args.only)
         res = corpus.run([e for e in corpus.ENTRIES if (not names or e.name in names) and (e.gpu or not args.gpu_only)])
-        print(corpus.write(res, pathlib.Path(args.out)))
+        from .device import DEVICE
+        out = args.out or ("assets/gpu" if DEVICE.on_gpu else "assets/grading")
+        print(corpus.write(res, pathlib.Path(out)))
         return 0 if all(r["ok"] for r in res) else 1
     elif args.cmd == "term":
         from .grading.term import main as term_main
