@@ -27,11 +27,18 @@ def main(argv=None) -> int:
     g.add_argument("--merge", nargs="+", metavar="JSON", help="only write one report from these gpu_report.json files")
     r = sub.add_parser("regrade", help="grade the solution's problems N times in fresh processes: score and ratio spread")
     r.add_argument("--lesson", required=True, help="lesson id")
-    r.add_argument("--problems", default="", help="comma-separated grade_ids (default: all of the lesson)")
+    r.add_argument("--problems", default="",
+                   help="comma-separated grade_ids, or speed / untimed for either kind (default: all of the lesson)")
+    r.add_argument("--jobs", type=int, default=1, help="untimed problems graded this many at a time (speed: always 1)")
+    r.add_argument("--suffix", default="", help="added to the report's name, e.g. _h200")
     r.add_argument("--times", type=int, default=20, help="gradings per problem")
     r.add_argument("--notebook", default=None, help="a submitted notebook instead of the solution")
     r.add_argument("--entry", default=None, help="a corpus entry (kernellab corpus) instead of the solution")
     r.add_argument("--out", default="assets/gpu", help="folder for regrade_<lesson>.md and .json")
+    a = sub.add_parser("agree", help="execute each solution notebook and grade it: learner checks vs grade of record")
+    a.add_argument("--lessons", default="", help="comma-separated lesson ids (default: all)")
+    a.add_argument("--jobs", type=int, default=4, help="untimed problems graded this many at a time")
+    a.add_argument("--out", default=None, help="folder for agreement.md (default: assets/gpu or assets/grading)")
     c = sub.add_parser("corpus", help="grade the cheat corpus and the honest controls (GPU entries need a GPU)")
     c.add_argument("--out", default=None,
                    help="folder for the report (default: assets/gpu for corpus_gpu.md, assets/grading for corpus_cpu.md)")
@@ -61,15 +68,15 @@ def main(argv=None) -> int:
         import pathlib
 
         from .grading.regrade import regrade, write
-        notebook, name = args.notebook, args.lesson
+        notebook, name = args.notebook, args.lesson + args.suffix
         if args.entry:  # a deliberately different submission, e.g. a mid-speed one
             import tempfile
 
             from .grading import corpus
             notebook = pathlib.Path(tempfile.mkdtemp()) / f"{args.entry}.ipynb"
             corpus.write_notebook(corpus.by_name(args.entry), notebook)
-            name = f"{args.lesson}_{args.entry}"
-        res = regrade(args.lesson, _split(args.problems), args.times, notebook,
+            name = f"{args.lesson}_{args.entry}{args.suffix}"
+        res = regrade(args.lesson, _split(args.problems), args.times, notebook, jobs=args.jobs,
                       after_each=lambda r: write(r, name, pathlib.Path(args.out)))
         print(write(res, name, pathlib.Path(args.out)))
     elif args.cmd == "corpus":
@@ -82,6 +89,16 @@ def main(argv=None) -> int:
         out = args.out or ("assets/gpu" if DEVICE.on_gpu else "assets/grading")
         print(corpus.write(res, pathlib.Path(out)))
         return 0 if all(r["ok"] for r in res) else 1
+    elif args.cmd == "agree":
+        import pathlib
+
+        from .device import DEVICE
+        from .grading.agreement import agree, write
+        from .lessons import LESSONS
+        out = pathlib.Path(args.out or ("assets/gpu" if DEVICE.on_gpu else "assets/grading"))
+        res = agree(_split(args.lessons) or list(LESSONS), args.jobs, out)
+        print(write(res, out))
+        return 0 if all(r["state"] != "disagree" for r in res["rows"]) else 1
     elif args.cmd == "term":
         from .grading.term import main as term_main
         if args.action != "export" and not args.lesson:

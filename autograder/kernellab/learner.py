@@ -14,6 +14,15 @@ from .problems.base import (AnswersProblem, CorrectnessProblem, FunctionProblem,
 from .report import CheckFailed, Score, say, speed_plot
 
 
+# What each check said in this session, problem id -> {"fraction", "judged", "value"}: read by
+# `kernellab agree`, which compares it with the grade of record on the same machine.
+VERDICTS: dict = {}
+
+
+def _verdict(problem, fraction: float, judged: bool = True, value=None) -> None:
+    VERDICTS[problem.id] = {"fraction": float(fraction), "judged": judged, "value": value}
+
+
 def _fresh_seed() -> int:
     return int.from_bytes(os.urandom(6), "little")
 
@@ -43,6 +52,14 @@ def _rules(problem, objs) -> None:
 
 def check(problem, *objs):
     """Run one problem's check here and now; a failure is one paragraph, partial credit a number."""
+    try:
+        return _check(problem, *objs)
+    except CheckFailed:
+        _verdict(problem, 0.0)
+        raise
+
+
+def _check(problem, *objs):
     if not isinstance(problem, AnswersProblem):
         _rules(problem, objs)
     if isinstance(problem, SpeedProblem):
@@ -62,6 +79,11 @@ def check(problem, *objs):
         raise TypeError(f"unknown problem type {type(problem).__name__}")
     if out.fraction <= 0:
         raise CheckFailed(f"{problem.title}: {out.message}")
+    return _passed(problem, out)
+
+
+def _passed(problem, out):
+    _verdict(problem, out.fraction, value=out.details.get("value"))
     say(("✓ " if out.passed else "◐ ") + f"{problem.title}: {out.message}")
     return None if out.passed else Score(round(out.fraction * problem.points, 3))
 
@@ -73,6 +95,7 @@ def _practice_answers(problem: AnswersProblem, given: dict):
     if unset:
         raise CheckFailed(f"{problem.title}: {', '.join(unset)} not answered yet.")
     out = judge_answers(problem, given, facts())
+    _verdict(problem, out.fraction, judged=False)
     say(f"◌ {problem.title}: graded only on a GPU; nothing is awarded here. Practice against this machine: "
         f"{out.message}")
     return None
@@ -85,6 +108,7 @@ def _check_reads_on_gpu(problem: CorrectnessProblem, fn):
     out = _correctness(dataclasses.replace(problem, max_reads=None), fn)
     if not out.passed:
         raise CheckFailed(f"{problem.title}: {out.message}")
+    _verdict(problem, out.fraction, judged=False)
     say(f"◌ {problem.title}: the results are right on this GPU. The reads are counted in Triton's CPU "
         "interpreter, which a GPU session does not run: the grade of record counts them on the CPU. "
         "To count them yourself, open the notebook without a GPU (or set KERNELLAB_FORCE_CPU=1 before "
@@ -111,6 +135,7 @@ def _check_speed(problem: SpeedProblem, fn):
         if not out.passed:
             raise CheckFailed(f"{problem.title}: not timed, because the function is not correct yet. {out.message}")
     if not DEVICE.on_gpu:
+        _verdict(problem, 0.0, judged=False)
         say(f"◌ {problem.title}: speed is only measured on a GPU. This machine runs Triton in its CPU "
             "interpreter, which shows whether a kernel is right but not how fast it would be; nothing is "
             "awarded here. Open the notebook on a GPU (Colab: Runtime > Change runtime type > T4 GPU).")
@@ -129,6 +154,6 @@ def _check_speed(problem: SpeedProblem, fn):
     out = judge_speed(problem, seed, m, ceil)
     if m.get("error") or "flagged" in out.details or "sketch_error" in out.details:
         raise CheckFailed(f"{problem.title}: {out.message}")
-    say(("✓ " if out.passed else "◐ ") + f"{problem.title}: {out.message}")
+    score = _passed(problem, out)
     speed_plot(out, problem)
-    return None if out.passed else Score(round(out.fraction * problem.points, 3))
+    return score

@@ -13,9 +13,27 @@ import statistics
 import sys
 
 
+def select(lesson: str, problems=None) -> list:
+    """Problem ids of ``lesson``: all of them, a list, or the words ``speed`` / ``untimed`` for either kind."""
+    from ..lessons import problems_of
+    wanted = problems_of(lesson)
+    if problems in (["speed"], ["untimed"]):
+        return [pid for pid, p in wanted.items() if (p.kind == "speed") == (problems == ["speed"])]
+    unknown = [pid for pid in problems or [] if pid not in wanted]
+    if unknown:
+        raise SystemExit(f"{lesson} has no problem {', '.join(unknown)}; it has {', '.join(wanted)}")
+    return list(problems or wanted)
+
+
 def regrade(lesson: str, problems=None, times: int = 20, notebook=None, progress: bool = True,
-            after_each=None) -> dict:
-    """problem id -> {"scores": [...], "values": [...]} for the solution (or ``notebook``) of ``lesson``."""
+            after_each=None, jobs: int = 1) -> dict:
+    """problem id -> {"scores": [...], "values": [...]} for the solution (or ``notebook``) of ``lesson``.
+
+    ``jobs`` > 1 grades the untimed problems that many at a time (each grading is its own child process);
+    speed problems are always graded one at a time, after the others, so nothing else runs while they time.
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
     from ..build import repo_root
     from ..ceilings import measure_ceilings
     from ..learner import facts as device_facts
@@ -24,20 +42,23 @@ def regrade(lesson: str, problems=None, times: int = 20, notebook=None, progress
     from .notebook_code import read_notebook
     nb = read_notebook(notebook or repo_root() / "solutions" / lesson / f"{lesson}.ipynb")
     wanted = problems_of(lesson)
-    ids = problems or list(wanted)
+    ids = select(lesson, problems)
     ceil, facts = measure_ceilings(quiet=True), device_facts()
-    res = {}
-    todo = [(pid, i) for pid in ids for i in range(times)]
+    res = {pid: {"points": wanted[pid].points, "scores": [], "values": [], "messages": []} for pid in ids}
+    untimed = [pid for pid in ids if wanted[pid].kind != "speed" for _ in range(times)]
+    timed = [pid for pid in ids if wanted[pid].kind == "speed" for _ in range(times)]
     bar = None
     if progress:
         from tqdm.auto import tqdm
-        bar = tqdm(total=len(todo), desc=f"regrading {lesson}", file=sys.stdout)
-    for pid, _ in todo:
-        p = wanted[pid]
+        bar = tqdm(total=len(untimed) + len(timed), desc=f"regrading {lesson}", file=sys.stdout)
+
+    def one(pid):
         seed = int.from_bytes(os.urandom(6), "little")
-        outcome, _record = grade_problem(p, nb, seed, ceil, facts, lesson)
-        r = res.setdefault(pid, {"points": p.points, "scores": [], "values": [], "messages": []})
-        r["scores"].append(clamp_points(outcome.fraction, p.points))
+        return pid, grade_problem(wanted[pid], nb, seed, ceil, facts, lesson)[0]
+
+    def keep(pid, outcome):
+        r = res[pid]
+        r["scores"].append(clamp_points(outcome.fraction, wanted[pid].points))
         if "value" in outcome.details:
             r["values"].append(outcome.details["value"])
         if outcome.message not in r["messages"]:
@@ -45,7 +66,13 @@ def regrade(lesson: str, problems=None, times: int = 20, notebook=None, progress
         if bar is not None:
             bar.update(1)
         if after_each is not None:  # e.g. rewrite the report: a run cut short keeps what it measured
-            after_each(_summarise(res, wanted))
+            after_each(_summarise({k: v for k, v in res.items() if v["scores"]}, wanted))
+
+    with ThreadPoolExecutor(max(1, jobs)) as pool:
+        for pid, outcome in pool.map(one, untimed):
+            keep(pid, outcome)
+    for pid in timed:
+        keep(*one(pid))
     if bar is not None:
         bar.close()
     return _summarise(res, wanted)
