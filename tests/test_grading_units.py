@@ -96,3 +96,54 @@ def test_the_learners_own_check_applies_the_grading_rules():
     with pytest.raises(CheckFailed) as e:
         learner.check(ADD, ns["add"])
     assert "imports os" in str(e.value) and "Graded cells may import only" in str(e.value)
+
+
+def test_a_grading_child_dies_with_its_parent(tmp_path):
+    # A regrade stopped by `timeout` left its children timing on the GPU and skewed the next gradings
+    # (seen on an H200). Here a stand-in parent starts a child that would sleep a minute, then dies;
+    # the child must be gone within seconds.
+    import subprocess
+    import sys
+    import textwrap
+    import time
+    child = textwrap.dedent("""
+        import sys, time
+        from kernellab.grading.child import die_with_parent
+        die_with_parent(int(sys.argv[1]))
+        open(sys.argv[2], "w").write("armed")
+        time.sleep(60)
+    """)
+    armed = tmp_path / "armed"
+    parent = textwrap.dedent(f"""
+        import os, subprocess, sys, time
+        p = subprocess.Popen([sys.executable, "-c", {child!r}, str(os.getpid()), {str(armed)!r}],
+                             start_new_session=True, stdout=subprocess.DEVNULL)
+        print(p.pid, flush=True)
+        while not os.path.exists({str(armed)!r}):
+            time.sleep(0.05)
+        os._exit(0)
+    """)
+    out = subprocess.run([sys.executable, "-c", parent], capture_output=True, text=True, timeout=60)
+    pid = int(out.stdout.split()[0])
+    assert armed.exists()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and _alive(pid):
+        time.sleep(0.1)
+    assert not _alive(pid), "the child outlived its parent"
+
+
+def _alive(pid: int) -> bool:
+    import pathlib
+    try:
+        state = pathlib.Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def test_a_grading_child_whose_parent_is_already_gone_exits():
+    import subprocess
+    import sys
+    code = "from kernellab.grading.child import die_with_parent; die_with_parent(1 << 22); print('ran on')"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 70 and "ran on" not in out.stdout

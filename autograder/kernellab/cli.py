@@ -35,6 +35,8 @@ def main(argv=None) -> int:
     r.add_argument("--notebook", default=None, help="a submitted notebook instead of the solution")
     r.add_argument("--entry", default=None, help="a corpus entry (kernellab corpus) instead of the solution")
     r.add_argument("--out", default="assets/gpu", help="folder for regrade_<lesson>.md and .json")
+    rs = sub.add_parser("regrade-summary", help="one table over every regrade report in a folder")
+    rs.add_argument("--dir", default="assets/gpu", help="the folder holding regrade_*.json")
     a = sub.add_parser("agree", help="execute each solution notebook and grade it: learner checks vs grade of record")
     a.add_argument("--lessons", default="", help="comma-separated lesson ids (default: all)")
     a.add_argument("--jobs", type=int, default=4, help="untimed problems graded this many at a time")
@@ -89,6 +91,11 @@ def main(argv=None) -> int:
         out = args.out or ("assets/gpu" if DEVICE.on_gpu else "assets/grading")
         print(corpus.write(res, pathlib.Path(out)))
         return 0 if all(r["ok"] for r in res) else 1
+    elif args.cmd == "regrade-summary":
+        import pathlib
+
+        from .grading.regrade import summary
+        print(summary(pathlib.Path(args.dir)))
     elif args.cmd == "agree":
         import pathlib
 

@@ -1,6 +1,6 @@
 """Child process of the grade of record: load the learner's cells, run one problem, report.
 
-Usage: python -m kernellab.grading.child JOBDIR
+Usage: python -m kernellab.grading.child JOBDIR PARENT_PID
 
 It reads JOBDIR/job.json (and JOBDIR/cases.pt for correctness problems), writes the phase it
 is in to JOBDIR/phase (so the parent can apply separate compile and run budgets), and writes
@@ -16,7 +16,25 @@ import pathlib
 import sys
 
 
-def main(jobdir: str) -> int:
+def die_with_parent(parent_pid: int) -> None:
+    """A grading stopped from outside (Ctrl-C, `timeout`, a killed nbgrader) must not leave this process
+    running on the GPU, where it would slow the next gradings' timed runs. The child runs in its own
+    session (so the budget can kill its whole group), which no signal to the parent's group reaches:
+    Linux kills it when the parent dies; the parent-id check covers a parent that died before that was set."""
+    import os
+    if sys.platform.startswith("linux"):
+        import ctypes
+        import signal
+        try:
+            ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL))  # 1 = PR_SET_PDEATHSIG
+        except (OSError, AttributeError):
+            pass
+    if os.getppid() != parent_pid:
+        os._exit(70)
+
+
+def main(jobdir: str, parent_pid: int) -> int:
+    die_with_parent(parent_pid)
     job_dir = pathlib.Path(jobdir).resolve()
     sys.argv[1:] = []  # the job folder's name stays out of the learner's reach
     job = json.loads((job_dir / "job.json").read_text())
@@ -132,4 +150,4 @@ def main(jobdir: str) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1]))
+    sys.exit(main(sys.argv[1], int(sys.argv[2])))

@@ -51,37 +51,21 @@ def _run_child(jobdir: pathlib.Path, interpreted: bool = False,
                limit_s: float | None = None) -> tuple[str | None, dict]:
     """Run the child with phase budgets (``limit_s`` caps the compile and run budgets). Returns (problem
     text or None, timing info)."""
-    log = open(jobdir / "child.log", "wb")
-    t0 = time.monotonic()
-    proc = subprocess.Popen([sys.executable, "-m", "kernellab.grading.child", str(jobdir)], cwd=jobdir,
-                            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                            env=_child_env(interpreted), start_new_session=True)
-    phase, since = "start", time.monotonic()
     budgets = {"start": LOAD_BUDGET, "import": LOAD_BUDGET, "load": LOAD_BUDGET,
                "compile": COMPILE_BUDGET, "run": RUN_BUDGET, "done": 30.0}
     if limit_s is not None:
         budgets["compile"], budgets["run"] = min(COMPILE_BUDGET, limit_s), min(RUN_BUDGET, limit_s)
-    why = None
-    while proc.poll() is None:
-        time.sleep(0.05)
+    t0 = time.monotonic()
+    with open(jobdir / "child.log", "wb") as log:
+        # Its own session, so a budget can kill the child's whole group; our pid, so it dies with us.
+        proc = subprocess.Popen([sys.executable, "-m", "kernellab.grading.child", str(jobdir), str(os.getpid())],
+                                cwd=jobdir, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                env=_child_env(interpreted), start_new_session=True)
         try:
-            now_phase = (jobdir / "phase").read_text().strip() or phase
-        except OSError:
-            now_phase = phase
-        if now_phase != phase:
-            phase, since = now_phase, time.monotonic()
-        if time.monotonic() - since > budgets.get(phase, RUN_BUDGET):
-            what = {"compile": "compiling (and autotuning) your kernel",
-                    "run": "the graded run"}.get(phase, "loading your code")
-            why = (f"Stopped: {what} took longer than its budget of {budgets.get(phase):.0f} s. An endless "
-                   "loop, or a kernel far too slow for this size?")
-            try:
-                os.killpg(proc.pid, 9)
-            except OSError:
-                proc.kill()
-            proc.wait()
-            break
-    log.close()
+            why, phase = _watch(proc, jobdir, budgets)
+        finally:  # interrupted here (Ctrl-C): the child goes too
+            if proc.poll() is None:
+                _kill(proc)
     info = {"exit_code": proc.returncode, "last_phase": phase, "wall_s": time.monotonic() - t0}
     # Only a clean exit after the trusted code wrote its result counts: a result file left by a process
     # that then died (or was made to exit) is not read.
@@ -93,6 +77,34 @@ def _run_child(jobdir: pathlib.Path, interpreted: bool = False,
                "it: os._exit, a crash inside a kernel or a fatal CUDA error (such as an illegal memory "
                "access from an unmasked load or store). Only this problem is affected.")
     return why, info
+
+
+def _watch(proc, jobdir: pathlib.Path, budgets: dict) -> tuple[str | None, str]:
+    """Wait for the child, following the phase it reports; kill it when a phase overruns its budget."""
+    phase, since = "start", time.monotonic()
+    while proc.poll() is None:
+        time.sleep(0.05)
+        try:
+            now_phase = (jobdir / "phase").read_text().strip() or phase
+        except OSError:
+            now_phase = phase
+        if now_phase != phase:
+            phase, since = now_phase, time.monotonic()
+        if time.monotonic() - since > budgets.get(phase, RUN_BUDGET):
+            what = {"compile": "compiling (and autotuning) your kernel",
+                    "run": "the graded run"}.get(phase, "loading your code")
+            _kill(proc)
+            return (f"Stopped: {what} took longer than its budget of {budgets.get(phase):.0f} s. An endless "
+                    "loop, or a kernel far too slow for this size?"), phase
+    return None, phase
+
+
+def _kill(proc) -> None:
+    try:
+        os.killpg(proc.pid, 9)
+    except OSError:
+        proc.kill()
+    proc.wait()
 
 
 def _versions() -> dict:

@@ -113,3 +113,45 @@ def write(res: dict, lesson: str, out: pathlib.Path) -> str:
     (out / f"regrade_{lesson}.md").write_text(text)
     (out / f"regrade_{lesson}.json").write_text(json.dumps(res, indent=1, default=str))
     return text
+
+
+def summary(folder: pathlib.Path) -> str:
+    """One table over every regrade report in ``folder``: each problem's runs with their GPU, N, scores,
+    ratio range and margins, so "every problem, 20 times" can be read off in one place."""
+    from ..bench import md_table
+    from ..lessons import LESSONS, problems_of
+    runs, notes = [], []
+    for path in sorted(folder.glob("regrade_*.json")):
+        res = json.loads(path.read_text())
+        md = path.with_suffix(".md").read_text() if path.with_suffix(".md").exists() else ""
+        gpu = next((ln.split("**")[1] for ln in md.splitlines() if ln.startswith("- GPU: **")), "?")
+        date = next((ln.split(": ", 1)[1] for ln in md.splitlines() if ln.startswith("- date: ")), "?")
+        notes += [f"- {path.stem}: {ln[2:]}" for ln in md.splitlines() if ln.startswith("> ")]  # added by hand
+        for pid, r in res.items():
+            if isinstance(r, dict) and "scores" in r:
+                runs.append((pid, path.stem, gpu, date, r))
+    rows, short = [], []
+    for lesson in LESSONS:
+        for pid in problems_of(lesson):
+            mine = [x for x in runs if x[0] == pid and x[1].startswith(f"regrade_{lesson}")]
+            if not any(len(r["scores"]) >= 20 and "_slow_add" not in stem for _, stem, _, _, r in mine):
+                short.append(f"{lesson} {pid}")
+            for _, stem, gpu, date, r in mine:
+                rows.append([lesson[:2], pid, stem.removeprefix(f"regrade_{lesson}").lstrip("_") or "solution", gpu,
+                             date, len(r["scores"]), ", ".join(f"{s:g}" for s in sorted(set(r["scores"]))),
+                             f"{r['value_min']:.3f}–{r['value_max']:.3f}" if r.get("values") else "-",
+                             f"{r['spread']:.1%}" if "spread" in r else "-",
+                             "-" if r.get("margin_below") is None else f"{r['margin_below']:.1%}",
+                             "-" if r.get("margin_above") is None else f"{r['margin_above']:.1%}"])
+    lines = ["# Regrade stability: every run", "", (
+        "Built by `kernellab regrade-summary` from the regrade_*.json files here. Run: the report's suffix "
+        "(solution = the reference solution; untimed = its correctness and answer problems; a corpus entry's "
+        "name = that submission). Spread = (max - min) / median of the measured ratio; margins: how far "
+        "that range sits from the band edge below and above it."), ""]
+    lines += md_table(["lesson", "problem", "run", "GPU", "date", "N", "scores seen", "ratio range", "spread",
+                       "margin below", "margin above"], rows)
+    lines += ["", "Notes on runs:", ""] + notes if notes else []
+    lines += ["", "Problems with no run of 20 gradings of the solution yet: " + (", ".join(short) or "none") + "."]
+    text = "\n".join(lines) + "\n"
+    (folder / "regrade_summary.md").write_text(text)
+    return text

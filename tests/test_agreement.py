@@ -1,0 +1,38 @@
+"""Learner-side integrity: the notebook's checks and the grade of record agree on the solution (here on the
+CPU, lesson 01; on a GPU for every lesson: assets/gpu/agreement_h200.md), and the comparison can fail."""
+from kernellab.grading.agreement import compare, write
+
+LESSON = "01_roofline_vector_add"
+
+
+def _record(fractions: dict) -> dict:
+    from kernellab.lessons import problems_of
+    ps = problems_of(LESSON)
+    return {pid: {"scores": [f * ps[pid].points], "values": [], "messages": ["why"]} for pid, f in fractions.items()}
+
+
+def test_compare_finds_a_disagreement_and_a_check_that_never_ran():
+    verdicts = {"answers_add": {"fraction": 1.0, "judged": True, "value": None},
+                "add_correct": {"fraction": 0.6, "judged": True, "value": None},
+                "add_bandwidth": {"fraction": 0.0, "judged": False, "value": None}}
+    record = _record({"answers_add": 1.0, "add_correct": 1.0, "add_bandwidth": 0.0, "answers_matmul": 1.0})
+    rows = {r["problem"]: r for r in compare(LESSON, verdicts, record, on_gpu=False)}
+    assert rows["answers_add"]["state"] == "agree"
+    assert rows["add_correct"]["state"] == "disagree"
+    assert rows["answers_matmul"]["state"] == "disagree" and "never ran" in rows["answers_matmul"]["why"]
+    assert rows["add_bandwidth"]["state"] == "not judged by the check here"
+    assert rows["fused_correct"]["state"] == "disagree"  # graded by neither side
+
+
+def test_lesson01_solution_checks_agree_with_the_grade_of_record(tmp_path, monkeypatch):
+    from kernellab.grading.agreement import agree
+    from test_notebooks import _kernel_env
+    for k, v in _kernel_env().items():
+        monkeypatch.setenv(k, v)
+    res = agree([LESSON], jobs=2, out=tmp_path)
+    states = {r["problem"]: r["state"] for r in res["rows"]}
+    assert states == {"answers_add": "agree", "answers_matmul": "agree", "add_correct": "agree",
+                      "fused_correct": "agree", "add_bandwidth": "not judged by the check here",
+                      "fused_speed": "not judged by the check here"}
+    assert "4 agree, 2 not judged by the check here" in (tmp_path / "agreement.md").read_text()
+    assert write(res, tmp_path)
