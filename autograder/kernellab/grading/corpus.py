@@ -176,6 +176,21 @@ CHEATS = [
     Entry("bf16_instead_of_fp16", L3, "add_layernorm_correct", "lower precision than asked (bf16 for fp16)",
           _sub("add_layernorm_code", "y.to(out_ptr.dtype.element_ty)", "y.to(tl.bfloat16).to(out_ptr.dtype.element_ty)"),
           says="wrong"),
+    Entry("matmul_cache_on_shape", L2, "matmul_correct", "matmul result cached on the operands' shapes",
+          _sub("matmul_code", "def matmul(a, b):\n    return _launch(a, b, None)\n",
+               "CACHE = {}\n\n\ndef matmul(a, b):\n    key = (tuple(a.shape), tuple(b.shape), a.dtype)\n"
+               "    if key not in CACHE:\n        CACHE[key] = _launch(a, b, None)\n    return CACHE[key]\n"),
+          says="launched no Triton kernel"),
+    Entry("matmul_whole_k_tiles_only", L2, "matmul_correct", "right only when K is a multiple of the K tile",
+          _sub("matmul_code", "for k in range(0, tl.cdiv(K, BLOCK_K)):", "for k in range(0, K // BLOCK_K):"),
+          says="wrong"),
+    Entry("flash_whole_key_blocks_only", L4, "flash_attention_correct",
+          "right only when N is a multiple of the key block (the partial block skipped)",
+          _sub("flash_attention_code", "        end = N_CTX  # then the partial one, if any",
+               "        end = full  # the partial block is skipped"), says="wrong"),
+    Entry("backward_into_the_inputs", L5, "flash_backward_correct", "dq written into q's memory and returned",
+          _sub("flash_backward_code", "    dq = torch.empty((B, H, N, D), dtype=q.dtype, device=q.device)\n",
+               "    dq = q  # no new memory: the gradient lands where q was\n"), says="input"),
     # ---------------------------------------------------------------- crashes and hangs
     Entry("exit_in_a_kernel_function", L1, "fused_correct", "os._exit inside the graded function",
           _sub("silu_gate_code", "    out = torch.empty_like(x)", "    import os\n    os._exit(3)\n    out = torch.empty_like(x)"),
@@ -226,6 +241,29 @@ def add(x, y):
     out = torch.empty_like(x)
     n = x.numel()
     add_kernel[lambda meta: (triton.cdiv(n, meta["BLOCK"]),)](x, y, out, n)
+    return out
+"""
+
+_TAIL_LAUNCH_ADD = """@triton.jit
+def add_kernel(x_ptr, y_ptr, out_ptr, start, n, BLOCK: tl.constexpr, MASKED: tl.constexpr):
+    offsets = start + tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    if MASKED:  # only the tail launch pays for the mask
+        keep = offsets < n
+        tl.store(out_ptr + offsets, tl.load(x_ptr + offsets, mask=keep) + tl.load(y_ptr + offsets, mask=keep),
+                 mask=keep)
+    else:
+        tl.store(out_ptr + offsets, tl.load(x_ptr + offsets) + tl.load(y_ptr + offsets))
+
+
+def add(x, y):
+    out = torch.empty_like(x)
+    n = x.numel()
+    BLOCK = 1024
+    whole = n // BLOCK
+    if whole:
+        add_kernel[(whole,)](x, y, out, 0, n, BLOCK=BLOCK, MASKED=False)
+    if n % BLOCK:
+        add_kernel[(1,)](x, y, out, whole * BLOCK, n, BLOCK=BLOCK, MASKED=True)
     return out
 """
 
@@ -311,6 +349,8 @@ CONTROLS = [
           expect="full"),
     Entry("grid_stride_add", L1, "add_correct", "a fixed grid looping over the array", _whole("add_code", _GRID_STRIDE_ADD),
           expect="full"),
+    Entry("tail_in_its_own_launch", L1, "add_correct", "odd lengths: unmasked whole blocks, then one masked tail launch",
+          _whole("add_code", _TAIL_LAUNCH_ADD), expect="full"),
     Entry("warns_every_call", L1, "fused_correct", "prints a warning on every call",
           _sub("silu_gate_code", "    out = torch.empty_like(x)", "    import warnings\n"
                "    warnings.warn('silu_gate: this kernel is not tuned yet')\n    print('silu_gate called')\n"
