@@ -100,3 +100,35 @@ def test_a_missing_key_mask_is_named_however_many_causal_tail_cases_pass():
     wrong = {c.label for c, (n, causal) in zip(cases, shapes) if n % 64 and not causal}
     assert "It is wrong only when N is not a multiple of the block and attention is not causal" in pattern_hint(
         p, cases, wrong)
+
+
+@pytest.mark.parametrize("n_ctx,block_m,block_n", [(1000, 64, 128), (256, 64, 32), (77, 16, 16), (130, 32, 64)])
+@pytest.mark.parametrize("causal", [True, False])
+def test_backward_schedules_cover_every_visible_tile_once_per_kernel(n_ctx, block_m, block_n, causal):
+    # The lesson 05 widget's claim: the dK/dV kernel (down the key columns) and the dQ kernel (along the query
+    # rows) each visit every visible tile of P exactly once, with a mask exactly where some lane needs one.
+    from kernellab.lessons.lesson04 import program_visits
+    from kernellab.lessons.lesson05 import dkdv_visits
+    n_qb, n_kb = -(-n_ctx // block_m), -(-n_ctx // block_n)
+
+    def truth(i, j):  # by brute force over the padded tile's lanes
+        rows, keys = range(i * block_m, (i + 1) * block_m), range(j * block_n, (j + 1) * block_n)
+        ok = [r < n_ctx and c < n_ctx and (c <= r or not causal) for r in rows for c in keys]
+        return "skipped" if not any(ok) else "full" if all(ok) else "masked"
+
+    want = {(i, j): truth(i, j) for i in range(n_qb) for j in range(n_kb)}
+    by_dkdv = {(t["block"], j): t["kind"] for j in range(n_kb) for t in dkdv_visits(n_ctx, block_m, block_n, causal, j)}
+    assert by_dkdv == want
+    dq = [(i, t["block"], t["kind"]) for i in range(n_qb) for t in program_visits(n_ctx, block_m, block_n, causal, i)]
+    assert {(i, j) for i, j, k in dq if k != "skipped"} == {t for t, k in want.items() if k != "skipped"}
+
+
+def test_backward_tiles_widget_draws_without_a_browser():
+    import matplotlib
+    matplotlib.use("Agg")
+    from kernellab.lessons.lesson05 import backward_tiles
+    ui = backward_tiles(n_ctx=300, block_m=64, block_n=32)
+    assert ui is not None and len(ui.children) == 3
+    key_block = ui.children[0].children[0]
+    key_block.value = 3  # moving a slider redraws without error
+    assert key_block.value == 3

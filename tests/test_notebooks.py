@@ -48,6 +48,8 @@ def test_solution_notebook_runs_and_every_check_passes(lesson, monkeypatch):
         assert images and widgets  # the roofline with points; the program-order widget
     if lesson == "03_fused_softmax_layernorm":
         assert images and widgets  # the roofline with points; the online-softmax step-through
+    if lesson in ("04_flash_attention", "05_flash_attention_backward"):
+        assert widgets  # the tiles one program visits; the two backward kernels' walks over P
     if lesson == "06_profile_first":
         assert len(images) >= 2  # where the eager block's time goes; its ops on the roofline
 

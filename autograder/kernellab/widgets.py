@@ -139,6 +139,71 @@ def online_softmax_steps(row=None, block: int = 8, seed: int = 0):
 _TILE_COLOURS = {"full": "C2", "masked": "C1", "skipped": "0.9"}
 
 
+def _score_axes(ax, n_ctx: int, causal: bool, title: str) -> None:
+    """Axes for the N x N score matrix: queries down, keys across, the causal diagonal dotted."""
+    ax.set_xlim(0, n_ctx)
+    ax.set_ylim(n_ctx, 0)
+    ax.set_aspect("equal")
+    ax.set_xlabel("keys (K and V rows)")
+    ax.set_ylabel("queries (Q rows)")
+    if causal:
+        ax.plot([0, n_ctx], [0, n_ctx], color="k", lw=0.6, ls=":")
+    ax.set_title(title, fontsize=9)
+
+
+def backward_tiles(dkdv_visits, dq_visits, n_ctx: int, block_m: int, block_n: int, causal: bool):
+    """The backward pass's two kernels on the N x N matrix P, side by side. Left: one dK/dV program owns a
+    column of key blocks and walks down the query blocks; right: one dQ program owns a row of query blocks
+    and walks across the keys. Each recomputes its tiles of P, so every visible tile is computed twice.
+    Green: no mask; orange: masked (diagonal or a partial block); grey: skipped; outlined: on chip now.
+    ``dkdv_visits`` and ``dq_visits(n_ctx, block_m, block_n, causal, program)`` give the schedules
+    (lesson05.dkdv_visits, lesson04.program_visits), each tile as {"rows": (lo, hi), "keys": (lo, hi), "kind"}."""
+    import matplotlib.patches as patches
+    import matplotlib.pyplot as plt
+
+    n_kb, n_qb = -(-n_ctx // block_n), -(-n_ctx // block_m)
+
+    def tiles(visits, program, causal):
+        return visits(n_ctx, block_m, block_n, causal, program)
+
+    def panel(ax, plan, step, title):
+        todo = [t for t in plan if t["kind"] != "skipped"]
+        for t in plan:
+            (r0, r1), (k0, k1) = t["rows"], t["keys"]
+            ax.add_patch(patches.Rectangle((k0, r0), k1 - k0 + 1, r1 - r0 + 1, color=_TILE_COLOURS[t["kind"]], lw=0))
+        if todo:
+            (r0, r1), (k0, k1) = todo[min(step, len(todo)) - 1]["rows"], todo[min(step, len(todo)) - 1]["keys"]
+            ax.add_patch(patches.Rectangle((k0, r0), k1 - k0 + 1, r1 - r0 + 1, fill=False, lw=2.5, color="k"))
+        _score_axes(ax, n_ctx, causal, f"{title}: tile {min(step, len(todo))} of {len(todo)} "
+                                       f"({sum(t['kind'] == 'masked' for t in todo)} masked)")
+
+    def render(key_block=0, query_block=0, step=1, causal=causal):
+        left, right = tiles(dkdv_visits, key_block, causal), tiles(dq_visits, query_block, causal)
+        fig, axes = plt.subplots(1, 2, figsize=(10.5, 5.4))
+        panel(axes[0], left, step, f"dK, dV of keys {key_block * block_n}..")
+        panel(axes[1], right, step, f"dQ of queries {query_block * block_m}..")
+        visible = sum(t["kind"] != "skipped" for j in range(n_kb) for t in tiles(dkdv_visits, j, causal))
+        fig.suptitle(f"P has {visible} visible tiles of {block_m} x {block_n}: the forward computes each once, "
+                     f"the backward twice (once per kernel)", fontsize=10)
+        fig.tight_layout()
+        plt.show()
+
+    try:
+        import ipywidgets as w
+        from IPython.display import display
+    except ImportError:
+        render()
+        return None
+    kb = w.IntSlider(0, 0, n_kb - 1, description="key block")
+    qb = w.IntSlider(n_qb - 1, 0, n_qb - 1, description="query block")
+    step = w.IntSlider(1, 1, max(n_kb, n_qb), description="step")
+    box = w.Checkbox(causal, description="causal")
+    out = w.interactive_output(render, {"key_block": kb, "query_block": qb, "step": step, "causal": box})
+    ui = w.VBox([w.HBox([kb, qb]), w.HBox([step, box]), out])
+    display(ui)
+    return ui
+
+
 def attention_tiles(visits, n_ctx: int, block_m: int, block_n: int, causal: bool):
     """The N x N score matrix in tiles: pick a program (a block of query rows) and step through the key
     blocks it visits. Green tiles need no mask, orange ones do (the diagonal, the last partial block), grey
@@ -154,11 +219,6 @@ def attention_tiles(visits, n_ctx: int, block_m: int, block_n: int, causal: bool
         todo = [p for p in plan if p["kind"] != "skipped"]
         step = min(step, len(todo))
         fig, ax = plt.subplots(figsize=(6.2, 6.2))
-        ax.set_xlim(0, n_ctx)
-        ax.set_ylim(n_ctx, 0)
-        ax.set_aspect("equal")
-        ax.set_xlabel("keys (K and V rows)")
-        ax.set_ylabel("queries (Q rows)")
         for i in range(n_prog):  # every program's row of tiles, faintly
             for p in visits(n_ctx, block_m, block_n, causal, i):
                 lo, hi = p["keys"]
@@ -169,13 +229,11 @@ def attention_tiles(visits, n_ctx: int, block_m: int, block_n: int, causal: bool
             lo, hi = todo[step - 1]["keys"]
             ax.add_patch(patches.Rectangle((lo, program * block_m), hi - lo + 1,
                                            min(block_m, n_ctx - program * block_m), fill=False, lw=2.5, color="k"))
-        if causal:
-            ax.plot([0, n_ctx], [0, n_ctx], color="k", lw=0.6, ls=":")
         skipped = len(plan) - len(todo)
         masked = sum(p["kind"] == "masked" for p in todo)
-        ax.set_title(f"program {program}: Q rows {program * block_m}..{min((program + 1) * block_m, n_ctx) - 1} stay "
-                     f"on chip;\nkey block {step} of {len(todo)} ({masked} masked, {skipped} skipped above the "
-                     "diagonal)", fontsize=9)
+        _score_axes(ax, n_ctx, causal, f"program {program}: Q rows {program * block_m}.."
+                    f"{min((program + 1) * block_m, n_ctx) - 1} stay on chip;\nkey block {step} of {len(todo)} "
+                    f"({masked} masked, {skipped} skipped above the diagonal)")
         fig.tight_layout()
         plt.show()
 

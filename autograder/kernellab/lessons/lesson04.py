@@ -148,7 +148,7 @@ def program_visits(n_ctx: int, block_m: int, block_n: int, causal: bool, program
             kind = "masked"
         else:
             kind = "full"
-        out.append({"block": j, "keys": (lo, hi), "kind": kind})
+        out.append({"block": j, "rows": (first_row, last_row), "keys": (lo, hi), "kind": kind})
     return out
 
 

@@ -213,6 +213,33 @@ class TinyAttentionModel(torch.nn.Module):
         return self.out(x + a.float().transpose(1, 2).reshape(B, N, -1))
 
 
+def dkdv_visits(n_ctx: int, block_m: int, block_n: int, causal: bool, program: int) -> list[dict]:
+    """The query blocks one dK/dV program (keys program*block_n ...) visits, the way the solution's loop runs:
+    causal, it starts at the query block holding its first key (earlier queries see none of its keys).
+    A tile needs the mask where it crosses the diagonal or holds rows or keys past N."""
+    k0 = program * block_n
+    k1 = min(k0 + block_n, n_ctx) - 1
+    start = (k0 // block_m) * block_m if causal else 0
+    out = []
+    for r0 in range(0, n_ctx, block_m):
+        r1 = min(r0 + block_m, n_ctx) - 1
+        if r0 < start:
+            kind = "skipped"
+        elif (causal and k1 > r0) or r1 - r0 + 1 < block_m or k1 - k0 + 1 < block_n:
+            kind = "masked"
+        else:
+            kind = "full"
+        out.append({"block": r0 // block_m, "rows": (r0, r1), "keys": (k0, k1), "kind": kind})
+    return out
+
+
+def backward_tiles(n_ctx: int = 1000, block_m: int = 64, block_n: int = 128, causal: bool = True):
+    """The two backward kernels' walks over P (ipywidgets): dK/dV down a column, dQ along a row."""
+    from ..widgets import backward_tiles as _tiles
+    from .lesson04 import program_visits
+    return _tiles(dkdv_visits, program_visits, n_ctx, block_m, block_n, causal)
+
+
 def train_tiny(FlashAttention, steps: int | None = None, seed: int = 0, plot: bool = True) -> dict:
     """Train the tiny model twice from the same start - attention by your FlashAttention, then by SDPA - and
     compare the losses. The task: output, at every position, the token one position back."""
