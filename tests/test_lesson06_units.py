@@ -192,3 +192,28 @@ def test_regrade_grades_in_fresh_processes_and_reports_the_spread(tmp_path):
     md = write(res, L.LESSON, tmp_path)
     assert "| layernorm_function_correct | 2 | 3 |" in md and "| block_speed | 2 | 0 |" in md
     assert (tmp_path / "regrade_06_profile_first.json").exists()
+
+
+def test_amdahl_and_the_payoff_widget():
+    import matplotlib
+    matplotlib.use("Agg")
+    from kernellab.widgets import amdahl, kernel_payoff
+    assert amdahl(0.5, float("inf")) == 2.0
+    assert abs(amdahl(0.86, 10) - 1 / (0.14 + 0.086)) < 1e-12
+    assert amdahl(0.0, 100) == 1.0 and amdahl(1.0, 4) == 4.0
+    ui = kernel_payoff({"bmm": 0.5, "softmax": 0.3, "(all other ops)": 0.2}, chosen=("bmm",))
+    pick, fast = ui.children[0].children
+    pick.value = ("bmm", "softmax")  # choosing more ops and a faster kernel redraws without error
+    fast.value = 50.0
+    assert pick.value == ("bmm", "softmax")
+
+
+def test_lesson06_payoff_reads_the_learners_profile():
+    import matplotlib
+    matplotlib.use("Agg")
+    from kernellab.lessons import lesson06
+    from kernellab.profiling import OpRow
+    row = lambda op, share: OpRow(op, 1, share, share, None, None)
+    ui = lesson06.kernel_payoff([row("aten::bmm", 0.6), row("aten::_softmax", 0.3)])
+    assert ui.children[0].children[0].options == ("bmm", "_softmax", "(all other ops)")
+    assert ui.children[0].children[0].value == ("bmm",)

@@ -183,6 +183,16 @@ def plot_profile(rows, top: int = 10, title: str | None = None):
     plt.show()
 
 
+def kernel_payoff(rows, top: int = 10):
+    """Pick ops of a profile and a speedup: what the whole block would gain (Amdahl's law, ipywidgets)."""
+    from ..widgets import kernel_payoff as _payoff
+    shares = {r.op.replace("aten::", ""): r.share for r in rows[:top]}
+    rest = 1.0 - sum(shares.values())
+    if rest > 1e-9:
+        shares["(all other ops)"] = rest
+    return _payoff(shares, chosen=tuple(shares)[:1])
+
+
 def _profile_facts() -> dict:
     """A fresh profile of the eager block, by trusted code, for judging the answers."""
     rows = profile_eager(show=False, plot=False, iters=7)
