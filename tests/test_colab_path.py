@@ -78,6 +78,7 @@ def test_setup_cell_installs_the_pinned_package_and_the_lesson_runs(runtime, mon
     monkeypatch.setenv("IPYTHONDIR", str(runtime["ipython"]))
     monkeypatch.setenv("HOME", str(base))
     monkeypatch.setenv("MPLBACKEND", "module://matplotlib_inline.backend_inline")
+    monkeypatch.setenv("KERNELLAB_STATIC_WIDGETS", "1")  # headless: a widget cell can hang nbclient (nbclient#312)
     nb = nbformat.read(str(work / src.name), as_version=4)
     NotebookClient(nb, timeout=300, kernel_name="colab-sim", allow_errors=False,
                    resources={"metadata": {"path": str(work)}}).execute()

@@ -217,3 +217,18 @@ def test_lesson06_payoff_reads_the_learners_profile():
     ui = lesson06.kernel_payoff([row("aten::bmm", 0.6), row("aten::_softmax", 0.3)])
     assert ui.children[0].children[0].options == ("bmm", "_softmax", "(all other ops)")
     assert ui.children[0].children[0].value == ("bmm",)
+
+
+@pytest.mark.parametrize("var,value", [("NBGRADER_EXECUTION", "autograde"), ("KERNELLAB_STATIC_WIDGETS", "1")])
+def test_headless_runs_get_a_static_picture_instead_of_widgets(monkeypatch, var, value):
+    # nbgrader's validate and autograde (and the course's own headless runs) draw the first frame only: no
+    # comm traffic that could leave the client waiting (nbclient#312).
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from kernellab.widgets import kernel_payoff
+    monkeypatch.setenv(var, value)
+    shown = []
+    monkeypatch.setattr(plt, "show", lambda *a, **k: shown.append(plt.gcf()))
+    assert kernel_payoff({"bmm": 0.7, "(all other ops)": 0.3}, chosen=("bmm",)) is None
+    assert len(shown) == 1 and "70% of the time, 4.0x faster" in shown[0].axes[0].get_title()

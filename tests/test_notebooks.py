@@ -22,6 +22,7 @@ def _kernel_env():
     env["KERNELLAB_FORCE_CPU"] = "1"
     env["KERNELLAB_CACHE"] = os.environ["KERNELLAB_CACHE"]
     env["MPLBACKEND"] = "module://matplotlib_inline.backend_inline"
+    env["KERNELLAB_STATIC_WIDGETS"] = "1"  # a widget cell can hang nbclient (nbclient#312): draw its first frame
     return env
 
 
@@ -40,19 +41,18 @@ def test_solution_notebook_runs_and_every_check_passes(lesson, monkeypatch):
         text = "".join(o.get("text", "") for o in c.outputs if o.output_type == "stream")
         assert text.startswith(("✓", "◌")), (c.metadata["nbgrader"]["grade_id"], text)
     images = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs if "image/png" in o.get("data", {})]
-    widgets = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs
-               if "application/vnd.jupyter.widget-view+json" in o.get("data", {})]
+    # Each lesson's widget cell (run headless, it draws its first frame; tests/test_browser.py and the unit
+    # tests move the real sliders) must show a picture.
+    widget_cells = [c for c in nb.cells if c.cell_type == "code" and any(
+        f"L.{name}(" in c.source for name in ("roofline_explorer", "tile_order", "online_softmax_steps", "tile_steps",
+                                               "backward_tiles", "kernel_payoff"))]
+    for c in widget_cells:
+        assert any("image/png" in o.get("data", {}) for o in c.outputs), c.source
+    assert widget_cells, f"{lesson} has no widget cell"
     if lesson == "01_roofline_vector_add":
         assert len(images) >= 3  # roofline, bandwidth sweep, roofline with points
-    if lesson == "02_tiled_matmul":
-        assert images and widgets  # the roofline with points; the program-order widget
-    if lesson == "03_fused_softmax_layernorm":
-        assert images and widgets  # the roofline with points; the online-softmax step-through
-    if lesson in ("04_flash_attention", "05_flash_attention_backward"):
-        assert widgets  # the tiles one program visits; the two backward kernels' walks over P
     if lesson == "06_profile_first":
-        assert len(images) >= 2  # where the eager block's time goes; its ops on the roofline
-        assert widgets  # what a kernel for the chosen ops can buy the block
+        assert len(images) >= 3  # where the eager block's time goes; its ops on the roofline; the payoff
 
 
 def test_committed_notebooks_equal_freshly_generated():

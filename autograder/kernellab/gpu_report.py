@@ -33,6 +33,8 @@ def execute_notebook(path: pathlib.Path) -> dict:
     from nbclient import NotebookClient
 
     from .grading.notebook_code import grade_id
+    import os
+    os.environ.setdefault("KERNELLAB_STATIC_WIDGETS", "1")  # headless: widgets can hang nbclient (nbclient#312)
     nb = nbformat.read(str(path), as_version=4)
     nb.cells.append(nbformat.v4.new_code_cell(_VERDICT_CELL))
     t0 = time.monotonic()

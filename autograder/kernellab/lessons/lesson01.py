@@ -153,7 +153,7 @@ FUSED_SPEED = SpeedProblem(
 PROBLEMS = [ANSWERS_ADD, ANSWERS_MM, ADD, ADD_BANDWIDTH, FUSED, FUSED_SPEED]
 
 # Ungraded read-only cells that only time or draw: autograde skips them (nbgrader_plugin).
-MEASUREMENT_CELLS = ("baseline", "sweep", "roofline_points")
+MEASUREMENT_CELLS = ("baseline", "sweep", "roofline_points", "roofline_explorer")
 
 
 # ------------------------------------------------------------------ what the notebook calls
@@ -163,6 +163,12 @@ check_add = learner.checker(ADD)
 check_add_bandwidth = learner.checker(ADD_BANDWIDTH)
 check_silu_gate = learner.checker(FUSED)
 check_silu_gate_speed = learner.checker(FUSED_SPEED)
+
+
+def roofline_explorer(**kw):
+    """Where a kernel of a given intensity lands on this device's roofline (ipywidgets)."""
+    from ..widgets import roofline_explorer as _explorer
+    return _explorer(**kw)
 
 
 def bandwidth_sweep(add, max_log2: int | None = None):
