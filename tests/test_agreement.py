@@ -12,11 +12,11 @@ def _record(fractions: dict) -> dict:
 
 
 def test_compare_finds_a_disagreement_and_a_check_that_never_ran():
-    verdicts = {"answers_add": {"fraction": 1.0, "judged": True, "value": None},
-                "add_correct": {"fraction": 0.6, "judged": True, "value": None},
-                "add_bandwidth": {"fraction": 0.0, "judged": False, "value": None}}
+    verdicts = {"answers_add": {"fraction": 1.0, "value": None, "not_here": None},
+                "add_correct": {"fraction": 0.6, "value": None, "not_here": None},
+                "add_bandwidth": {"fraction": 0.0, "value": None, "not_here": "speed is measured only on a GPU"}}
     record = _record({"answers_add": 1.0, "add_correct": 1.0, "add_bandwidth": 0.0, "answers_matmul": 1.0})
-    rows = {r["problem"]: r for r in compare(LESSON, verdicts, record, on_gpu=False)}
+    rows = {r["problem"]: r for r in compare(LESSON, verdicts, record)}
     assert rows["answers_add"]["state"] == "agree"
     assert rows["add_correct"]["state"] == "disagree"
     assert rows["answers_matmul"]["state"] == "disagree" and "never ran" in rows["answers_matmul"]["why"]
@@ -36,3 +36,20 @@ def test_lesson01_solution_checks_agree_with_the_grade_of_record(tmp_path, monke
                       "fused_speed": "not judged by the check here"}
     assert "4 agree, 2 not judged by the check here" in (tmp_path / "agreement.md").read_text()
     assert write(res, tmp_path)
+
+
+def test_runs_on_one_gpu_model_merge_into_one_report(tmp_path):
+    import json
+
+    from kernellab.grading.agreement import merge
+    header = ["- GPU: **X**", "- torch", "- date: 2026-01-01 00:00 UTC", "- fingerprint"]
+    row = {"lesson": LESSON, "problem": "add_correct", "points": 4, "learner": 1.0, "record": 1.0,
+           "learner_value": None, "record_value": None, "state": "agree", "why": "ok"}
+    a = {"rows": [row], "notebooks": {LESSON: {"wall_s": 1.0, "errors": []}}, "header": header}
+    b = {"rows": [dict(row, lesson="02_tiled_matmul", problem="matmul_correct")],
+         "notebooks": {"02_tiled_matmul": {"wall_s": 2.0, "errors": []}},
+         "header": header[:2] + ["- date: 2026-01-01 01:00 UTC"] + header[3:]}
+    (tmp_path / "a.json").write_text(json.dumps(a))
+    (tmp_path / "b.json").write_text(json.dumps(b))
+    text = merge([tmp_path / "a.json", tmp_path / "b.json"], tmp_path / "out")
+    assert "Summary: 2 agree." in text and "02_tiled_matmul in a later run: date: 2026-01-01 01:00 UTC" in text

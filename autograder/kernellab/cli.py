@@ -41,6 +41,7 @@ def main(argv=None) -> int:
     a.add_argument("--lessons", default="", help="comma-separated lesson ids (default: all)")
     a.add_argument("--jobs", type=int, default=4, help="untimed problems graded this many at a time")
     a.add_argument("--out", default=None, help="folder for agreement.md (default: assets/gpu or assets/grading)")
+    a.add_argument("--merge", nargs="+", metavar="JSON", help="only write one report from these agreement.json files")
     c = sub.add_parser("corpus", help="grade the cheat corpus and the honest controls (GPU entries need a GPU)")
     c.add_argument("--out", default=None,
                    help="folder for the report (default: assets/gpu for corpus_gpu.md, assets/grading for corpus_cpu.md)")
@@ -100,9 +101,12 @@ def main(argv=None) -> int:
         import pathlib
 
         from .device import DEVICE
-        from .grading.agreement import agree, write
+        from .grading.agreement import agree, merge, write
         from .lessons import LESSONS
         out = pathlib.Path(args.out or ("assets/gpu" if DEVICE.on_gpu else "assets/grading"))
+        if args.merge:
+            print(merge(args.merge, out))
+            return 0
         res = agree(_split(args.lessons) or list(LESSONS), args.jobs, out)
         print(write(res, out))
         return 0 if all(r["state"] != "disagree" for r in res["rows"]) else 1

@@ -11,6 +11,7 @@ Results go to DIR/gpu_report.md and DIR/gpu_report.json.
 from __future__ import annotations
 
 import json
+import os
 import pathlib
 import sys
 import time
@@ -33,13 +34,13 @@ def execute_notebook(path: pathlib.Path) -> dict:
     from nbclient import NotebookClient
 
     from .grading.notebook_code import grade_id
-    import os
-    os.environ.setdefault("KERNELLAB_STATIC_WIDGETS", "1")  # headless: widgets can hang nbclient (nbclient#312)
     nb = nbformat.read(str(path), as_version=4)
     nb.cells.append(nbformat.v4.new_code_cell(_VERDICT_CELL))
     t0 = time.monotonic()
+    # Headless, so widgets draw a static picture: a widget cell can hang nbclient (nbclient#312).
     NotebookClient(nb, timeout=900, kernel_name="python3", allow_errors=True,
-                   resources={"metadata": {"path": str(path.parent)}}).execute()
+                   resources={"metadata": {"path": str(path.parent)}}).execute(
+        env={**os.environ, "KERNELLAB_STATIC_WIDGETS": "1"})
     wall = time.monotonic() - t0
     errors, outputs, verdicts = [], [], {}
     for c in nb.cells:

@@ -14,13 +14,14 @@ from .problems.base import (AnswersProblem, CorrectnessProblem, FunctionProblem,
 from .report import CheckFailed, Score, say, speed_plot
 
 
-# What each check said in this session, problem id -> {"fraction", "judged", "value"}: read by
-# `kernellab agree`, which compares it with the grade of record on the same machine.
+# What each check said in this session, problem id -> {"fraction", "value", "not_here"}: read by
+# `kernellab agree`, which compares it with the grade of record on the same machine. ``not_here``: why the
+# check could not judge the problem on this machine (None when it did).
 VERDICTS: dict = {}
 
 
-def _verdict(problem, fraction: float, judged: bool = True, value=None) -> None:
-    VERDICTS[problem.id] = {"fraction": float(fraction), "judged": judged, "value": value}
+def _verdict(problem, fraction: float, value=None, not_here: str | None = None) -> None:
+    VERDICTS[problem.id] = {"fraction": float(fraction), "value": value, "not_here": not_here}
 
 
 def _fresh_seed() -> int:
@@ -95,7 +96,7 @@ def _practice_answers(problem: AnswersProblem, given: dict):
     if unset:
         raise CheckFailed(f"{problem.title}: {', '.join(unset)} not answered yet.")
     out = judge_answers(problem, given, facts())
-    _verdict(problem, out.fraction, judged=False)
+    _verdict(problem, out.fraction, not_here="these answers are graded only on a GPU")
     say(f"◌ {problem.title}: graded only on a GPU; nothing is awarded here. Practice against this machine: "
         f"{out.message}")
     return None
@@ -108,7 +109,7 @@ def _check_reads_on_gpu(problem: CorrectnessProblem, fn):
     out = _correctness(dataclasses.replace(problem, max_reads=None), fn)
     if not out.passed:
         raise CheckFailed(f"{problem.title}: {out.message}")
-    _verdict(problem, out.fraction, judged=False)
+    _verdict(problem, out.fraction, not_here="reads are counted only in the CPU interpreter; the results are right")
     say(f"◌ {problem.title}: the results are right on this GPU. The reads are counted in Triton's CPU "
         "interpreter, which a GPU session does not run: the grade of record counts them on the CPU. "
         "To count them yourself, open the notebook without a GPU (or set KERNELLAB_FORCE_CPU=1 before "
@@ -135,7 +136,7 @@ def _check_speed(problem: SpeedProblem, fn):
         if not out.passed:
             raise CheckFailed(f"{problem.title}: not timed, because the function is not correct yet. {out.message}")
     if not DEVICE.on_gpu:
-        _verdict(problem, 0.0, judged=False)
+        _verdict(problem, 0.0, not_here="speed is measured only on a GPU")
         say(f"◌ {problem.title}: speed is only measured on a GPU. This machine runs Triton in its CPU "
             "interpreter, which shows whether a kernel is right but not how fast it would be; nothing is "
             "awarded here. Open the notebook on a GPU (Colab: Runtime > Change runtime type > T4 GPU).")

@@ -18,6 +18,21 @@ def _widgets():
     return ipywidgets, display
 
 
+def _interactive(render, build, static=()):
+    """Draw ``render`` under ipywidgets controls, or once with the ``static`` arguments where no widget can be
+    shown (see _widgets). ``build(w)`` makes the controls from the ipywidgets module ``w`` and returns
+    ({render's argument: its widget}, [rows of widgets to lay out]). Returns the widget box, or None."""
+    ui = _widgets()
+    if ui is None:  # one static picture
+        render(*static)
+        return None
+    w, display = ui
+    args, rows = build(w)
+    box = w.VBox([w.HBox(row) for row in rows] + [w.interactive_output(render, args)])
+    display(box)
+    return box
+
+
 def wave_footprint(tile_of, num_pid_m: int, num_pid_n: int, group_m: int, first: int, count: int):
     """Tiles computed by programs first..first+count-1, and the A row blocks / B column blocks they read."""
     tiles = [tuple(tile_of(p, num_pid_m, num_pid_n, group_m))
@@ -73,17 +88,11 @@ def tile_order(orders: dict, num_pid_m: int = 16, num_pid_n: int = 16, group_m: 
         fig.tight_layout()
         plt.show()
 
-    ui = _widgets()
-    if ui is None:  # one static picture
-        render(0)
-        return None
-    w, display = ui
-    step = w.IntSlider(0, 0, max(0, (total - 1) // wave), description="wave")
-    group = w.IntSlider(group_m, 1, num_pid_m, description="GROUP_M")
-    out = w.interactive_output(render, {"step": step, "group": group})
-    box = w.VBox([w.HBox([step, group]), out])
-    display(box)
-    return box
+    def build(w):
+        step = w.IntSlider(0, 0, max(0, (total - 1) // wave), description="wave")
+        group = w.IntSlider(group_m, 1, num_pid_m, description="GROUP_M")
+        return {"step": step, "group": group}, [[step, group]]
+    return _interactive(render, build, static=(0,))
 
 
 def online_softmax_trace(row, block: int) -> list[dict]:
@@ -139,14 +148,10 @@ def online_softmax_steps(row=None, block: int = 8, seed: int = 0):
         fig.tight_layout()
         plt.show()
 
-    ui = _widgets()
-    if ui is None:  # one static picture
-        render(len(steps))
-        return steps
-    w, display = ui
-    slider = w.IntSlider(1, 1, len(steps), description="block")
-    out = w.interactive_output(render, {"step": slider})
-    display(w.VBox([slider, out]))
+    def build(w):
+        slider = w.IntSlider(1, 1, len(steps), description="block")
+        return {"step": slider}, [[slider]]
+    _interactive(render, build, static=(len(steps),))
     return steps
 
 
@@ -177,9 +182,6 @@ def backward_tiles(dkdv_visits, dq_visits, n_ctx: int, block_m: int, block_n: in
 
     n_kb, n_qb = -(-n_ctx // block_n), -(-n_ctx // block_m)
 
-    def tiles(visits, program, causal):
-        return visits(n_ctx, block_m, block_n, causal, program)
-
     def panel(ax, plan, step, title):
         todo = [t for t in plan if t["kind"] != "skipped"]
         for t in plan:
@@ -192,29 +194,24 @@ def backward_tiles(dkdv_visits, dq_visits, n_ctx: int, block_m: int, block_n: in
                                        f"({sum(t['kind'] == 'masked' for t in todo)} masked)")
 
     def render(key_block=0, query_block=0, step=1, causal=causal):
-        left, right = tiles(dkdv_visits, key_block, causal), tiles(dq_visits, query_block, causal)
+        left, right = (dkdv_visits(n_ctx, block_m, block_n, causal, key_block),
+                       dq_visits(n_ctx, block_m, block_n, causal, query_block))
         fig, axes = plt.subplots(1, 2, figsize=(10.5, 5.4))
         panel(axes[0], left, step, f"dK, dV of keys {key_block * block_n}..")
         panel(axes[1], right, step, f"dQ of queries {query_block * block_m}..")
-        visible = sum(t["kind"] != "skipped" for j in range(n_kb) for t in tiles(dkdv_visits, j, causal))
+        visible = sum(t["kind"] != "skipped" for j in range(n_kb) for t in dkdv_visits(n_ctx, block_m, block_n, causal, j))
         fig.suptitle(f"P has {visible} visible tiles of {block_m} x {block_n}: the forward computes each once, "
                      f"the backward twice (once per kernel)", fontsize=10)
         fig.tight_layout()
         plt.show()
 
-    ui = _widgets()
-    if ui is None:  # one static picture
-        render()
-        return None
-    w, display = ui
-    kb = w.IntSlider(0, 0, n_kb - 1, description="key block")
-    qb = w.IntSlider(n_qb - 1, 0, n_qb - 1, description="query block")
-    step = w.IntSlider(1, 1, max(n_kb, n_qb), description="step")
-    box = w.Checkbox(causal, description="causal")
-    out = w.interactive_output(render, {"key_block": kb, "query_block": qb, "step": step, "causal": box})
-    ui = w.VBox([w.HBox([kb, qb]), w.HBox([step, box]), out])
-    display(ui)
-    return ui
+    def build(w):
+        kb = w.IntSlider(0, 0, n_kb - 1, description="key block")
+        qb = w.IntSlider(n_qb - 1, 0, n_qb - 1, description="query block")
+        step = w.IntSlider(1, 1, max(n_kb, n_qb), description="step")
+        box = w.Checkbox(causal, description="causal")
+        return {"key_block": kb, "query_block": qb, "step": step, "causal": box}, [[kb, qb], [step, box]]
+    return _interactive(render, build)
 
 
 def attention_tiles(visits, n_ctx: int, block_m: int, block_n: int, causal: bool):
@@ -250,18 +247,12 @@ def attention_tiles(visits, n_ctx: int, block_m: int, block_n: int, causal: bool
         fig.tight_layout()
         plt.show()
 
-    ui = _widgets()
-    if ui is None:  # one static picture
-        render()
-        return None
-    w, display = ui
-    prog = w.IntSlider(0, 0, n_prog - 1, description="program")
-    step = w.IntSlider(1, 1, (n_ctx + block_n - 1) // block_n, description="key block")
-    box = w.Checkbox(causal, description="causal")
-    out = w.interactive_output(render, {"program": prog, "step": step, "causal": box})
-    ui = w.VBox([w.HBox([prog, step, box]), out])
-    display(ui)
-    return ui
+    def build(w):
+        prog = w.IntSlider(0, 0, n_prog - 1, description="program")
+        step = w.IntSlider(1, 1, (n_ctx + block_n - 1) // block_n, description="key block")
+        box = w.Checkbox(causal, description="causal")
+        return {"program": prog, "step": step, "causal": box}, [[prog, step, box]]
+    return _interactive(render, build)
 
 
 def amdahl(share: float, speedup: float) -> float:
@@ -292,17 +283,11 @@ def kernel_payoff(shares: dict, chosen=(), speedup: float = 4.0):
         fig.tight_layout()
         plt.show()
 
-    ui = _widgets()
-    if ui is None:  # one static picture
-        render()
-        return None
-    w, display = ui
-    pick = w.SelectMultiple(options=names, value=tuple(chosen), rows=min(8, len(names)), description="replace")
-    fast = w.FloatLogSlider(value=speedup, base=10, min=0, max=2, step=0.05, description="speedup")
-    out = w.interactive_output(render, {"chosen": pick, "speedup": fast})
-    ui = w.VBox([w.HBox([pick, fast]), out])
-    display(ui)
-    return ui
+    def build(w):
+        pick = w.SelectMultiple(options=names, value=tuple(chosen), rows=min(8, len(names)), description="replace")
+        fast = w.FloatLogSlider(value=speedup, base=10, min=0, max=2, step=0.05, description="speedup")
+        return {"chosen": pick, "speedup": fast}, [[pick, fast]]
+    return _interactive(render, build)
 
 
 # Intensities (FLOPs per byte moved) of the course's kernels, for the roofline explorer.
@@ -344,16 +329,10 @@ def roofline_explorer(ops: dict | None = None):
                      f"{attainable / 1e12:.3g} TFLOP/s ({attainable / peak:.1%} of the compute peak)", fontsize=9)
         plt.show()
 
-    ui = _widgets()
-    if ui is None:  # one static picture
-        render(next(iter(ops.values())))
-        return None
-    w, display = ui
-    pick = w.Dropdown(options=list(ops), description="kernel", layout=w.Layout(width="420px"))
-    slider = w.FloatLogSlider(value=ops[pick.value], base=10, min=-2, max=4, step=0.05,
-                              description="FLOP/B", readout_format=".3g")
-    pick.observe(lambda change: setattr(slider, "value", ops[change["new"]]), names="value")
-    out = w.interactive_output(render, {"intensity": slider})
-    box = w.VBox([w.HBox([pick, slider]), out])
-    display(box)
-    return box
+    def build(w):
+        pick = w.Dropdown(options=list(ops), description="kernel", layout=w.Layout(width="420px"))
+        slider = w.FloatLogSlider(value=ops[pick.value], base=10, min=-2, max=4, step=0.05,
+                                  description="FLOP/B", readout_format=".3g")
+        pick.observe(lambda change: setattr(slider, "value", ops[change["new"]]), names="value")
+        return {"intensity": slider}, [[pick, slider]]
+    return _interactive(render, build, static=(next(iter(ops.values())),))

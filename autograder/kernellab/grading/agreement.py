@@ -14,15 +14,8 @@ from __future__ import annotations
 import json
 import pathlib
 
-# Why a learner's check may not judge a problem here (learner.py says the same to the learner).
-_NOT_HERE = {
-    "speed": "speed is measured only on a GPU",
-    "interpreted": "reads are counted only in the CPU interpreter; the check confirms the results",
-    "answers": "these answers are graded only on a GPU",
-}
 
-
-def compare(lesson: str, verdicts: dict, record: dict, on_gpu: bool) -> list[dict]:
+def compare(lesson: str, verdicts: dict, record: dict) -> list[dict]:
     """One row per problem: what the learner's check and the grade of record decided, and whether they agree.
     ``verdicts``: learner.VERDICTS after the notebook ran; ``record``: regrade's result with one grading."""
     from ..lessons import problems_of
@@ -38,14 +31,10 @@ def compare(lesson: str, verdicts: dict, record: dict, on_gpu: bool) -> list[dic
         if lv is None:
             row["state"] = "disagree"
             row["why"] = "the notebook never ran this problem's check"
-        elif not lv["judged"]:
-            kind = ("speed" if p.kind == "speed" else
-                    "interpreted" if getattr(p, "interpreted", False) else "answers")
-            row["state"], row["why"] = "not judged by the check here", _NOT_HERE[kind]
+        elif lv["not_here"]:
+            row["state"], row["why"] = "not judged by the check here", lv["not_here"]
         elif rec is None or not rec["scores"]:
             row["state"], row["why"] = "disagree", "the grade of record did not grade it"
-        elif p.needs_gpu and not on_gpu:
-            row["state"] = "not judged by the grade of record here"
         else:
             row["learner"], row["learner_value"] = lv["fraction"], lv.get("value")
             row["state"] = "agree" if abs(lv["fraction"] - row["record"]) < 1e-9 else "disagree"
@@ -55,11 +44,10 @@ def compare(lesson: str, verdicts: dict, record: dict, on_gpu: bool) -> list[dic
 
 def agree(lessons, jobs: int = 4, out: pathlib.Path | None = None) -> dict:
     """Execute and grade each lesson's solution; with ``out``, the report is rewritten after every lesson."""
-    from ..device import DEVICE
-    from ..gpu_report import execute_notebook
-    from ..build import repo_root
-    from .regrade import regrade
     from ..bench import _header
+    from ..build import repo_root
+    from ..gpu_report import execute_notebook
+    from .regrade import regrade
     res = {"rows": [], "notebooks": {}, "header": _header()}
     for lesson in lessons:
         nb = execute_notebook(repo_root() / "solutions" / lesson / f"{lesson}.ipynb")
@@ -67,10 +55,23 @@ def agree(lessons, jobs: int = 4, out: pathlib.Path | None = None) -> dict:
         print(f"{lesson}: notebook executed in {nb['wall_s']:.0f} s, {len(nb['verdicts'])} checks recorded, "
               f"errors: {nb['errors']}", flush=True)
         record = regrade(lesson, times=1, jobs=jobs)
-        res["rows"] += compare(lesson, nb["verdicts"], record, DEVICE.on_gpu)
+        res["rows"] += compare(lesson, nb["verdicts"], record)
         if out is not None:
             write(res, out)
     return res
+
+
+def merge(parts: list, out: pathlib.Path) -> str:
+    """One report from several runs on one GPU model (a device call is capped in time, so the lessons may be
+    run over several): rows and notebooks are joined; each later run adds its date to the header."""
+    res = json.loads(pathlib.Path(parts[0]).read_text())
+    for path in parts[1:]:
+        more = json.loads(pathlib.Path(path).read_text())
+        assert more["header"][0] == res["header"][0], "the runs come from different GPUs"
+        res["rows"] += more["rows"]
+        res["notebooks"].update(more["notebooks"])
+        res["header"].append(f"- {', '.join(more['notebooks'])} in a later run: {more['header'][2].lstrip('- ')}")
+    return write(res, out)
 
 
 def _pct(fraction) -> str:

@@ -75,7 +75,6 @@ def _slow_add(text):
     return {"add_code": text["add_code"].replace("BLOCK = 4096", "BLOCK = 128").replace("num_warps=8", "num_warps=1")}
 
 
-
 def _known(lesson: str, name: str):
     """An edit taken from the lesson's known-wrong submissions (submissions.known_wrong), not written again."""
     return lambda text: S.known_wrong(lesson, _notebooks(lesson)[1])[name]
@@ -358,8 +357,7 @@ CONTROLS = [
     Entry("split_k_atomics", L2, "matmul_correct", "split-K with atomic adds into an fp32 buffer",
           _whole("matmul_code", _SPLIT_K), expect="full"),
     Entry("one_config_no_grouping", L2, "matmul_correct", "one autotune config, no grouped order",
-          lambda t: {"matmul_code": t["matmul_code"].replace("configs=CONFIGS,", "configs=CONFIGS[:1],").replace(
-              "GROUP_M=8", "GROUP_M=1")}, expect="full"),
+          _known(L2, "one_config_no_grouping"), expect="full"),
     Entry("online_softmax_as_softmax", L3, "softmax_correct", "one row per program, online max and sum",
           _whole("softmax_code", _ONLINE_AS_SOFTMAX), expect="full"),
     Entry("other_flash_blocks", L4, "flash_attention_correct", "fixed 32 x 16 blocks instead of autotuning",
