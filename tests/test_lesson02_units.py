@@ -87,3 +87,41 @@ def test_out_of_shared_memory_says_which_knobs_to_turn():
     from kernellab.invoke import describe_exception
     msg = describe_exception(OutOfResources(196608, 65536, "shared memory"), "`matmul` on M=128")
     assert "196608" in msg and "num_stages" in msg and "64 KB" in msg, msg
+
+
+def _matmul_with(old, new):
+    text = S.solution_texts(SRC)["matmul_code"]
+    assert old in text, old
+    return _load({"matmul_code": text.replace(old, new)})["matmul"]
+
+
+# What TF32 tensor cores do to fp32 tiles, written out so that the interpreter shows it: keep the top
+# 10 mantissa bits (the hardware ignores the other 13).
+_TF32_DOT = ("a = (a.to(tl.int32, bitcast=True) & -8192).to(tl.float32, bitcast=True)\n"
+             "        b = (b.to(tl.int32, bitcast=True) & -8192).to(tl.float32, bitcast=True)\n"
+             "        acc = tl.dot(a, b, acc)")
+
+
+@pytest.mark.parametrize("old, new, ok, words", [
+    (None, None, True, "full fp32 precision"),
+    ("acc = tl.dot(a, b, acc)", _TF32_DOT, False, 'input_precision="ieee"'),
+    ("acc = tl.dot(a, b, acc)", "acc = tl.dot(a.to(tl.float16), b.to(tl.float16), acc)", False, "16 bits"),
+    ("dtype=a.dtype", "dtype=torch.float16", False, "allocate C in the inputs' dtype"),
+    ("acc = tl.dot(a, b, acc)", "acc = tl.dot(a, b, acc) * 1.001", False, "the fp32 path itself is wrong"),
+])
+def test_fp32_check_names_tf32_and_other_fp32_mistakes(capsys, old, new, ok, words):
+    matmul = _load()["matmul"] if old is None else _matmul_with(old, new)
+    assert L.check_matmul_fp32(matmul) is ok
+    said = capsys.readouterr().out
+    assert words in said, said
+    assert ("TF32" in said and "rounded to TF32" in said) == (new == _TF32_DOT), said
+
+
+@pytest.mark.parametrize("nearest", [True, False])
+def test_tf32_diagnosis_recognises_rounding_and_truncation(nearest):
+    gen = torch.Generator().manual_seed(5)
+    a, b = torch.randn(70, 300, generator=gen), torch.randn(300, 50, generator=gen)
+    tf32 = (L._rounded(a, 10, nearest) @ L._rounded(b, 10, nearest))
+    ok, message = L.diagnose_fp32(tf32, a, b)
+    assert not ok and 'input_precision="ieee"' in message, message
+    assert L.diagnose_fp32(a @ b, a, b)[0]

@@ -326,7 +326,7 @@ def roofline_explorer(ops: dict | None = None):
         plot_roofline(points=[], ax=ax)
         ax.plot([intensity], [attainable / 1e12], "o", color="C3", ms=9)
         ax.set_title(f"{intensity:.3g} FLOP/B vs ridge {peak / bw:.0f}: {bound}-bound, at best "
-                     f"{attainable / 1e12:.3g} TFLOP/s ({attainable / peak:.1%} of the compute peak)", fontsize=9)
+                     f"{attainable / 1e12:.3g} TFLOP/s ({100 * attainable / peak:.2g}% of the compute peak)", fontsize=9)
         plt.show()
 
     def build(w):

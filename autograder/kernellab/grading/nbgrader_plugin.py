@@ -25,8 +25,8 @@ def _registered(lesson: str) -> dict:
 
 
 def _measurement_cells(lesson: str) -> set:
-    """Read-only cells that only time and plot (sweeps, rooflines): they grade nothing, and on a GPU
-    they would add minutes per submission, so autograde leaves them out."""
+    """Read-only cells that only time, plot or explore (sweeps, rooflines, ungraded checks): they grade
+    nothing, and on a GPU they would add minutes per submission, so autograde leaves them out."""
     from ..lessons import LESSONS, lesson_module
     return set(getattr(lesson_module(lesson), "MEASUREMENT_CELLS", ())) if lesson in LESSONS else set()
 

@@ -237,8 +237,88 @@ EPILOGUE_SPEED = SpeedProblem(
 PROBLEMS = [REUSE, TILE_OF, MATMUL, MATMUL_SPEED, EPILOGUE, EPILOGUE_SPEED]
 
 # Ungraded read-only cells that only time or draw: autograde skips them (nbgrader_plugin).
-MEASUREMENT_CELLS = ("baseline", "sweep", "roofline_points", "tile_widget")
+MEASUREMENT_CELLS = ("baseline", "sweep", "roofline_points", "tile_widget", "fp32_check")
 
+
+# ------------------------------------------------------------------ fp32 inputs (ungraded)
+# The graded matmul is fp16, which every GPU from a T4 up runs the same way. With fp32 inputs, tl.dot on
+# sm_80+ uses TF32 tensor cores by default: each input keeps 10 of its 23 mantissa bits, so the result is
+# off by ~1e-4-1e-3 relative and fails an fp32 tolerance (1e-5) though nothing in the kernel is "wrong".
+# This check names that, by comparing the output with the product of TF32-rounded inputs as well.
+TF32_HINT = ("Your result matches the product of the inputs rounded to TF32 (10 mantissa bits), not the "
+             "fp32 product: on Ampere and later, tl.dot on fp32 inputs uses TF32 tensor cores unless told "
+             "otherwise. Pass input_precision=\"ieee\" to tl.dot for full fp32 (several times slower), or "
+             "\"tf32x3\" (close to fp32, about three TF32 passes). The graded exercise is fp16, so this costs "
+             "no points.")
+
+
+def _rounded(x: torch.Tensor, keep_bits: int, nearest: bool) -> torch.Tensor:
+    """fp32 values with only ``keep_bits`` of their 23 mantissa bits (TF32: 10, bf16: 7), rounded to
+    nearest or truncated (tensor cores fed raw fp32 registers ignore the low bits)."""
+    drop = 23 - keep_bits
+    bits = x.detach().to("cpu", torch.float32).contiguous().view(torch.int32)
+    if nearest:
+        bits = bits + (1 << (drop - 1))
+    return (bits & ~((1 << drop) - 1)).view(torch.float32)
+
+
+def diagnose_fp32(out, a: torch.Tensor, b: torch.Tensor) -> tuple[bool, str]:
+    """(full fp32 precision?, what the learner should read) for ``out`` = matmul(a, b) on fp32 inputs."""
+    from ..compare import REL_TOL, rel_error
+    want = (a.shape[0], b.shape[1])
+    if not isinstance(out, torch.Tensor) or tuple(out.shape) != want:
+        got = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
+        return False, f"matmul returned {got} for fp32 inputs, not a tensor of shape {want}."
+    if out.dtype != torch.float32:
+        return False, (f"matmul returned {out.dtype} for fp32 inputs: allocate C in the inputs' dtype "
+                       "(torch.empty(..., dtype=a.dtype)) so that fp32 in gives fp32 out.")
+    if not torch.isfinite(out).all():
+        return False, "matmul on fp32 inputs returned NaN or inf."
+    ref = a.double() @ b.double()
+    err = rel_error(out, ref)
+    tol = REL_TOL[torch.float32]
+    if err <= tol:
+        return True, (f"fp32 inputs: relative error {err:.1e} against float64, within fp32's {tol:.0e}: "
+                      "tl.dot kept full fp32 precision here.")
+
+    def err_if(keep_bits):  # the error against the product of inputs rounded either way, whichever is closer
+        return min(rel_error(out, _rounded(a, keep_bits, n).double() @ _rounded(b, keep_bits, n).double())
+                   for n in (True, False))
+    head = f"fp32 inputs: relative error {err:.1e} against float64 (fp32 allows {tol:.0e}). "
+    e_tf32 = err_if(10)
+    if e_tf32 <= tol and e_tf32 < err / 10:
+        return False, head + f"Against TF32-rounded inputs it is {e_tf32:.1e}. " + TF32_HINT
+    e_half = min(err_if(7), rel_error(out, a.half().double() @ b.half().double()))
+    if e_half <= tol and e_half < err / 10:
+        return False, head + (f"Against inputs converted to fp16 or bf16 it is {e_half:.1e}: the kernel converts "
+                              "its tiles to 16 bits before tl.dot. Keep them in the pointer's dtype.")
+    return False, head + ("That is not TF32 or 16-bit rounding of the inputs either: the fp32 path itself is "
+                          "wrong (look at the dtypes of the accumulator and of the stored values).")
+
+
+def check_matmul_fp32(matmul) -> bool:
+    """Ungraded: ``matmul`` on fresh random fp32 inputs, and whether tl.dot kept full fp32 or used TF32."""
+    from ..invoke import describe_exception, sync
+    gen = torch.Generator()
+    gen.seed()  # fresh inputs every run
+    m, n, k = DEVICE.size(gpu=509, cpu=37), DEVICE.size(gpu=384, cpu=40), DEVICE.size(gpu=1024, cpu=96)
+    # A's values sit near fp16's smallest normal (6e-5): TF32 keeps fp32's exponent range, fp16 does
+    # not, so a kernel that converts its tiles to fp16 cannot pass for one that uses TF32.
+    a, b = torch.randn(m, k, generator=gen) * 2.0 ** -14, torch.randn(k, n, generator=gen)
+    try:
+        out = matmul(a.to(DEVICE.torch_device), b.to(DEVICE.torch_device))
+        late = sync(DEVICE.torch_device)
+    except Exception as exc:  # noqa: BLE001 - an ungraded check reports, it never stops the notebook
+        print(describe_exception(exc, f"`matmul` on fp32 inputs, M={m}, N={n}, K={k}"))
+        return False
+    if late:
+        print(late)
+        return False
+    ok, message = diagnose_fp32(out.cpu() if isinstance(out, torch.Tensor) else out, a, b)
+    if DEVICE.on_gpu and not (DEVICE.capability and DEVICE.capability >= (8, 0)):
+        message += f" ({DEVICE.name} has no TF32: tl.dot on fp32 is plain fp32 there.)"
+    print(message)
+    return ok
 
 # ------------------------------------------------------------------ what the notebook calls
 check_answers_reuse = learner.checker(REUSE)
