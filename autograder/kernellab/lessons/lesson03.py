@@ -171,7 +171,10 @@ def ln_case(gen, rows, cols, dtype="fp16", offset=0.0, eps=1e-5, row_stride=None
     """x and residual random; ``offset`` shifts every row's mean far from zero (variance stays ~1-4).
     Offset rows are fp16: x + residual is then exact in float32, and only the variance formula can fail."""
     dt = _dt(dtype)
-    s = float(torch.empty(1).uniform_(0.5, 2.0, generator=gen))
+    # Offset rows keep their spread small: E[h^2] - E[h]^2 then loses most of the variance on every draw.
+    # With spreads up to 2, the mean-2000 case sometimes came out within tolerance (about 1 run in 30),
+    # and with it passing, the pattern hint could no longer blame the offset.
+    s = float(torch.empty(1).uniform_(0.5, 1.0 if offset else 2.0, generator=gen))
     width = row_stride or cols
     x = (torch.randn(rows, width, generator=gen) * s + offset).to(dt)[:, :cols]
     r = (torch.randn(rows, cols, generator=gen) * s).to(dt)
