@@ -245,7 +245,8 @@ def test_every_newer_widget_responds_in_jupyterlab(lab):
                     arg=[widget.element_handle(), before], timeout=60_000)
                 expect(page.get_by_text(KERNEL_IDLE).first).to_be_visible(
                     timeout=60_000)  # the last redraw has arrived
-                assert widget.locator(".widget-output img").count() == 1
+                # one picture once the redraw has settled (the old one may linger while the new arrives)
+                expect(widget.locator(".widget-output img")).to_have_count(1, timeout=30_000)
                 _shot(page, f"widget_{name}")
         except Exception:
             _shot(page, "failure_widgets")
