@@ -6,6 +6,7 @@ tests/.artifacts/ (git-ignored).
 
 CI installs chromium from Debian (.ci/run); Playwright is told to use it (it never downloads its own).
 """
+import contextlib
 import os
 import pathlib
 import re
@@ -83,31 +84,38 @@ def _shot(page, name):
     page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=False)
 
 
-def test_lesson_runs_in_jupyterlab_and_its_widget_responds(lab):
+@contextlib.contextmanager
+def _page(failure_shot: str):
+    """A page of headless Chromium; a screenshot named ``failure_shot`` if the test fails in it."""
     from playwright.sync_api import sync_playwright
 
-    base, root = lab
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=_chromium(), headless=True,
                                     args=["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"])
         page = browser.new_page(viewport={"width": 1400, "height": 1000})
         try:
-            _drive(page, base)
+            yield page
         except Exception:
-            _shot(page, "failure")
+            _shot(page, failure_shot)
             raise
         finally:
             browser.close()
 
 
-# Dialogs JupyterLab may raise on a slow machine, and what to do with each: accept the kernel it offers
-# (a Run All that arrives while the session is still "No Kernel | Initializing" asks, once per queued
-# cell, which kernel to start); anything else is a real fault, reported with the dialog's own words.
-_ACCEPT = re.compile(r"kernel", re.I)
+def test_lesson_runs_in_jupyterlab_and_its_widget_responds(lab):
+    base, _ = lab
+    with _page("failure") as page:
+        _drive(page, base)
+
+
 # The toolbar and the status bar once a kernel is up, whatever its display name ("Python 3 (ipykernel)"
 # here, "Python 3 (KernelLab)" where scripts/setup.sh installs the kernel, as in CI).
 KERNEL_NAMED = re.compile(r"^(?!\s*No Kernel)\s*\S")
 KERNEL_IDLE = re.compile(r"^(?!No Kernel)[^|]+ \| Idle\s*$")
+# Dialogs JupyterLab may raise on a slow machine, and what to do with each: accept the kernel it offers
+# (a Run All that arrives while the session is still "No Kernel | Initializing" asks, once per queued
+# cell, which kernel to start); anything else is a real fault, reported with the dialog's own words.
+_ACCEPT = re.compile(r"kernel", re.I)
 _FATAL = re.compile(r"died|restarting|error|failed|not found", re.I)
 
 
@@ -216,40 +224,31 @@ def _write_widgets_notebook(root):
 
 
 def test_every_newer_widget_responds_in_jupyterlab(lab):
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import expect
 
     base, root = lab
     _write_widgets_notebook(root)
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=_chromium(), headless=True,
-                                    args=["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"])
-        page = browser.new_page(viewport={"width": 1400, "height": 1000})
-        try:
-            cells = _open_and_run_all(page, base, WIDGETS_NB).locator(".jp-CodeCell")
-            for i, name in enumerate(WIDGET_CELLS, start=1):
-                widget = cells.nth(i).locator(".jupyter-widgets.widget-vbox").first
-                expect(widget).to_be_visible(timeout=60_000)
-                widget.scroll_into_view_if_needed()
-                picture = widget.locator(".widget-output img").first
-                expect(picture).to_be_visible(timeout=60_000)
-                before = picture.get_attribute("src")
-                readout = widget.locator(".widget-readout").last
-                shown = readout.inner_text()
-                slider = widget.locator(".noUi-handle").last  # each widget's last slider: step, speedup, intensity
-                slider.focus()
-                page.keyboard.press("ArrowRight")  # one step: one redraw, so the new picture is the last
-                expect(readout).not_to_have_text(shown, timeout=30_000)
-                page.wait_for_function(
-                    "([el, old]) => { const img = el.querySelector('.widget-output img');"
-                    " return img && img.src !== old; }",
-                    arg=[widget.element_handle(), before], timeout=60_000)
-                expect(page.get_by_text(KERNEL_IDLE).first).to_be_visible(
-                    timeout=60_000)  # the last redraw has arrived
-                # one picture once the redraw has settled (the old one may linger while the new arrives)
-                expect(widget.locator(".widget-output img")).to_have_count(1, timeout=30_000)
-                _shot(page, f"widget_{name}")
-        except Exception:
-            _shot(page, "failure_widgets")
-            raise
-        finally:
-            browser.close()
+    with _page("failure_widgets") as page:
+        cells = _open_and_run_all(page, base, WIDGETS_NB).locator(".jp-CodeCell")
+        for i, name in enumerate(WIDGET_CELLS, start=1):
+            widget = cells.nth(i).locator(".jupyter-widgets.widget-vbox").first
+            expect(widget).to_be_visible(timeout=60_000)
+            widget.scroll_into_view_if_needed()
+            picture = widget.locator(".widget-output img").first
+            expect(picture).to_be_visible(timeout=60_000)
+            before = picture.get_attribute("src")
+            readout = widget.locator(".widget-readout").last
+            shown = readout.inner_text()
+            slider = widget.locator(".noUi-handle").last  # each widget's last slider: step, speedup, intensity
+            slider.focus()
+            page.keyboard.press("ArrowRight")  # one step: one redraw, so the new picture is the last
+            expect(readout).not_to_have_text(shown, timeout=30_000)
+            page.wait_for_function(
+                "([el, old]) => { const img = el.querySelector('.widget-output img');"
+                " return img && img.src !== old; }",
+                arg=[widget.element_handle(), before], timeout=60_000)
+            expect(page.get_by_text(KERNEL_IDLE).first).to_be_visible(
+                timeout=60_000)  # the last redraw has arrived
+            # one picture once the redraw has settled (the old one may linger while the new arrives)
+            expect(widget.locator(".widget-output img")).to_have_count(1, timeout=30_000)
+            _shot(page, f"widget_{name}")

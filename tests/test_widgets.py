@@ -1,19 +1,17 @@
 """The arithmetic behind lesson 01's roofline explorer: which ceiling binds, and the best FLOP/s."""
-from kernellab.ceilings import EXAMPLE
-from kernellab.widgets import ROOFLINE_OPS, roofline_bound
+from kernellab.ceilings import EXAMPLE, Ceilings
+from kernellab.widgets import ROOFLINE_OPS
 
 
 def test_each_side_of_the_ridge_names_its_ceiling():
-    bw, peak = 3e12, 900e12  # ridge at 300 FLOP/B
-    assert roofline_bound(1 / 6, bw, peak) == (0.5e12, "memory")
-    assert roofline_bound(1000.0, bw, peak) == (peak, "compute")
-    attainable, bound = roofline_bound(299.0, bw, peak)
-    assert bound == "memory" and attainable == 299.0 * bw
+    c = Ceilings(3000.0, 900.0, True, "test")  # 3 TB/s, 900 TFLOP/s: ridge at 300 FLOP/B
+    assert (c.attainable(1 / 6), c.bound(1 / 6)) == (0.5e12, "memory")
+    assert (c.attainable(1000.0), c.bound(1000.0)) == (900e12, "compute")
+    assert c.bound(299.0) == "memory" and c.attainable(299.0) == 299.0 * 3e12
 
 
 def test_the_course_kernels_fall_where_the_lessons_say_on_a_t4():
-    bw, peak = EXAMPLE.copy_gbps * 1e9, EXAMPLE.fp16_tflops * 1e12  # ridge ~203 FLOP/B
-    bounds = {name: roofline_bound(i, bw, peak)[1] for name, i in ROOFLINE_OPS.items()}
+    bounds = {name: EXAMPLE.bound(i) for name, i in ROOFLINE_OPS.items()}  # ridge ~203 FLOP/B
     assert bounds["vector add, fp16 (1 FLOP / 6 B)"] == "memory"
     assert bounds["softmax fused, fp16 (~5 FLOPs / 4 B)"] == "memory"
     assert bounds["matmul 1024^3, fp16"] == "compute" and bounds["matmul 4096^3, fp16"] == "compute"

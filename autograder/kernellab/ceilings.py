@@ -33,6 +33,10 @@ class Ceilings:
         ridge = self.ridge or EXAMPLE.ridge
         return "memory" if intensity < ridge else "compute"
 
+    def attainable(self, intensity: float) -> float:
+        """The best FLOP/s a kernel of this intensity can reach under these ceilings: the lower roof."""
+        return min(self.fp16_tflops * 1e12, intensity * self.copy_gbps * 1e9)
+
     def summary(self) -> str:
         if not self.measured:
             return ("No GPU: nothing measured. For the plots the course uses a T4's datasheet numbers "
@@ -96,3 +100,10 @@ def measure_ceilings(refresh: bool = False, quiet: bool = False) -> Ceilings:
     if not quiet:
         print(c.summary())
     return c
+
+
+def plotted() -> tuple[Ceilings, Ceilings]:
+    """(this device's ceilings, the ones to draw): without a GPU nothing is measured, and the plots use
+    EXAMPLE's datasheet numbers."""
+    c = measure_ceilings(quiet=True)
+    return c, (c if c.measured else EXAMPLE)

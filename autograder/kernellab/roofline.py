@@ -5,7 +5,7 @@ import json
 import os
 import pathlib
 
-from .ceilings import EXAMPLE, measure_ceilings
+from .ceilings import plotted
 
 
 def _points_file() -> pathlib.Path:
@@ -50,8 +50,7 @@ def plot_roofline(points: list | None = None, ax=None, title: str | None = None)
     import matplotlib.pyplot as plt
     import numpy as np
 
-    c = measure_ceilings(quiet=True)
-    ceil = c if c.measured else EXAMPLE
+    c, ceil = plotted()
     bw, peak = ceil.copy_gbps * 1e9, ceil.fp16_tflops * 1e12
     if ax is None:
         _, ax = plt.subplots(figsize=(7, 4.2))
@@ -69,7 +68,7 @@ def plot_roofline(points: list | None = None, ax=None, title: str | None = None)
             ax.annotate(p["label"], (x, y), textcoords="offset points", xytext=(5, -10), fontsize=8)
         else:  # no measurement (CPU): mark where the point would be capped
             ax.axvline(x, ls="--", lw=0.8)
-            ax.annotate(p["label"], (x, min(x * bw, peak) / 1e12), fontsize=8)
+            ax.annotate(p["label"], (x, ceil.attainable(x) / 1e12), fontsize=8)
     ax.set_xlabel("arithmetic intensity (FLOP / byte)")
     ax.set_ylabel("TFLOP/s")
     ax.set_title(title or (f"Roofline: {ceil.device}" + ("" if c.measured else " (no GPU: example numbers)")))

@@ -301,32 +301,25 @@ ROOFLINE_OPS = {
 }
 
 
-def roofline_bound(intensity: float, bandwidth: float, peak: float) -> tuple[float, str]:
-    """(attainable FLOP/s, "memory" or "compute") for a kernel of this intensity under these ceilings."""
-    attainable = min(peak, intensity * bandwidth)
-    return attainable, ("memory" if intensity * bandwidth < peak else "compute")
-
-
 def roofline_explorer(ops: dict | None = None):
     """Pick a kernel (or drag the intensity) and see where it lands on this device's roofline: which
     ceiling binds it, and the best FLOP/s it could reach."""
     import matplotlib.pyplot as plt
 
-    from .ceilings import EXAMPLE, measure_ceilings
+    from .ceilings import plotted
     from .roofline import plot_roofline
 
     ops = ops or ROOFLINE_OPS
-    c = measure_ceilings(quiet=True)
-    ceil = c if c.measured else EXAMPLE
-    bw, peak = ceil.copy_gbps * 1e9, ceil.fp16_tflops * 1e12
+    _, ceil = plotted()
 
     def render(intensity=1.0):
-        attainable, bound = roofline_bound(intensity, bw, peak)
+        attainable = ceil.attainable(intensity)
         _, ax = plt.subplots(figsize=(7, 4.2))
         plot_roofline(points=[], ax=ax)
         ax.plot([intensity], [attainable / 1e12], "o", color="C3", ms=9)
-        ax.set_title(f"{intensity:.3g} FLOP/B vs ridge {peak / bw:.0f}: {bound}-bound, at best "
-                     f"{attainable / 1e12:.3g} TFLOP/s ({100 * attainable / peak:.2g}% of the compute peak)", fontsize=9)
+        ax.set_title(f"{intensity:.3g} FLOP/B vs ridge {ceil.ridge:.0f}: {ceil.bound(intensity)}-bound, at best "
+                     f"{attainable / 1e12:.3g} TFLOP/s ({100 * attainable / (ceil.fp16_tflops * 1e12):.2g}% of the "
+                     "compute peak)", fontsize=9)
         plt.show()
 
     def build(w):

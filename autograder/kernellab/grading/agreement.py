@@ -67,7 +67,8 @@ def merge(parts: list, out: pathlib.Path) -> str:
     res = json.loads(pathlib.Path(parts[0]).read_text())
     for path in parts[1:]:
         more = json.loads(pathlib.Path(path).read_text())
-        assert more["header"][0] == res["header"][0], "the runs come from different GPUs"
+        if more["header"][0] != res["header"][0]:  # one report is one GPU model
+            raise ValueError(f"{path} comes from another GPU: {more['header'][0]} vs {res['header'][0]}")
         res["rows"] += more["rows"]
         res["notebooks"].update(more["notebooks"])
         res["header"].append(f"- {', '.join(more['notebooks'])} in a later run: {more['header'][2].lstrip('- ')}")
