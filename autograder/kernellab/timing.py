@@ -67,6 +67,14 @@ def interleaved(fns: dict, rounds: int) -> dict:
 _FLUSH = {}
 
 
+def _poison(out) -> None:
+    """NaN into a finished output (tensor or tuple of them) before its memory is freed and reused."""
+    for t in (out if isinstance(out, (tuple, list)) else (out,)):
+        if isinstance(t, torch.Tensor) and t.is_floating_point():
+            with torch.no_grad():
+                t.detach().fill_(float("nan"))
+
+
 def _flush_l2():
     buf = _FLUSH.get("buf")
     if buf is None:
@@ -80,8 +88,10 @@ def _pool(problem: SpeedProblem, seed: int, device: str, sets: int = 2) -> list:
 
 
 def measure_speed(fn, problem: SpeedProblem, seed: int, rounds: int = 5, reps: int = 6,
-                  progress=None) -> dict:
-    """Run in the process that holds the learner's code. Returns plain data for ``judge_speed``."""
+                  progress=None, watch: bool = True) -> dict:
+    """Time ``fn`` against the problem's baseline; returns plain data for ``judge_speed``. The grade of record
+    runs it in the judge on a replay of the learner's recorded call (``watch=False``: a replay is only
+    Triton launches and allowed allocations by construction); a learner's check runs it on the function."""
     device = "cuda"
     pool = _pool(problem, seed, device)
     live = [t.clone() if isinstance(t, torch.Tensor) else t for t in pool[0]]  # numbers (an eps) pass as they are
@@ -124,10 +134,12 @@ def measure_speed(fn, problem: SpeedProblem, seed: int, rounds: int = 5, reps: i
                 gpu_wait()
                 if who == "base":
                     bstart[r * reps + j].record()
-                    baseline(*live)
+                    done = baseline(*live)
                     bend[r * reps + j].record()
+                    _poison(done)  # its freed output must not become the candidate's "uncomputed" output
+                    del done
                     continue
-                if j == watch_rep[r]:  # an untimed, watched run among the timed ones
+                if watch and j == watch_rep[r]:  # an untimed, watched run among the timed ones
                     with watched() as st:
                         out = fn(*live)
                     torch.cuda.synchronize()
@@ -148,6 +160,7 @@ def measure_speed(fn, problem: SpeedProblem, seed: int, rounds: int = 5, reps: i
                     return result
                 idx = torch.randint(flat.numel(), (SKETCH,), generator=pick)
                 result["sketches"].append((i, idx, flat[idx.to(flat.device)].detach().cpu()))
+                _poison(out)
                 del out, flat
         k += reps
         if progress is not None:

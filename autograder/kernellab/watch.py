@@ -13,6 +13,7 @@ import contextlib
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
 
+from . import record
 from .guarded import Guarded
 
 aten = torch.ops.aten
@@ -30,12 +31,17 @@ _ALLOWED = {
 }
 
 
+# In-place torch calls a graded function may make; a recording keeps them (record.py).
+_MUTATE = {aten.zero_: "zero_", aten.fill_: "fill_"}
+
+
 class WatchState:
     def __init__(self):
         self.launches = 0
         self.torch_ops: list[str] = []
         self.allocations: list[Guarded] = []
         self.quiet = 0  # >0 while inside a Triton launch or autotuning
+        self.launching = 0  # >0 inside a Triton launch itself (the interpreter's own copies are not the call's)
         # None: every torch compute op counts against the call (lessons 01-05). A set: only these ops
         # count, the rest may stay in PyTorch (lesson 06 keeps the matmuls with cuBLAS). See ``policy``.
         self.deny: frozenset | None = None
@@ -74,9 +80,13 @@ class _Watcher(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        if self.state.quiet:
-            return func(*args, **kwargs)
         pkt = func.overloadpacket
+        rec = record.active()
+        if self.state.quiet:
+            # An autotuner's reset_to_zero (outside the launch itself) is part of what the call does.
+            if rec is not None and not self.state.launching and pkt in _MUTATE:
+                rec.torch_call(_MUTATE[pkt], args, kwargs, None)
+            return func(*args, **kwargs)
         if pkt in _ALLOC_EMPTY or pkt in _ALLOC_ZERO:
             out = func(*args, **kwargs)  # a real tensor of the right metadata; we replace its storage
             if not isinstance(out, torch.Tensor) or out.numel() == 0:
@@ -85,7 +95,20 @@ class _Watcher(TorchDispatchMode):
             if pkt in _ALLOC_ZERO:
                 g.view.zero_()
             self.state.allocations.append(g)
+            if rec is not None:
+                rec.add_alloc(g, zero=pkt in _ALLOC_ZERO)
             return g.view
+        if rec is not None and pkt is aten.clone:
+            # A copy (clone, contiguous) lands in a guarded buffer too, so that a replay can make it again.
+            out = func(*args, **kwargs)
+            g = Guarded(out.shape, out.dtype, out.device, strides=out.stride())
+            g.view.copy_(out)
+            self.state.allocations.append(g)
+            rec.add_alloc(g, zero=False)
+            rec.torch_call("copy", args, kwargs, g.view)
+            return g.view
+        if rec is not None and pkt in _MUTATE:
+            rec.torch_call(_MUTATE[pkt], args, kwargs, None)
         if self.state.counts(pkt):
             if not self.state.torch_ops:
                 self.state.ops_why = self.state.deny_why
@@ -94,15 +117,21 @@ class _Watcher(TorchDispatchMode):
 
 
 def _quiet_wrapper(state: WatchState, original, count: bool):
+    """``count``: a launch (JITFunction/InterpretedFunction.run); else an autotuner or heuristics around one.
+    Inside a launch no torch call is the learner's; inside an autotuner its reset_to_zero still is."""
     def run(*args, **kwargs):
         if count:  # counted even inside autotuning: its chosen config launches through here too
             state.launches += 1
         state.quiet += 1
+        state.launching += count
         try:
+            if not count:
+                return original(*args, **kwargs)
             with _disable_current_modes():
                 return original(*args, **kwargs)
         finally:
             state.quiet -= 1
+            state.launching -= count
     return run
 
 

@@ -33,6 +33,54 @@ def die_with_parent(parent_pid: int) -> None:
         os._exit(70)
 
 
+def _keep_kernels(rows: list, folder: pathlib.Path) -> None:
+    """Copy each record's kernel files next to the result; the records keep only the file names."""
+    import os
+    import shutil
+    folder.mkdir(exist_ok=True)
+    for row in rows:
+        rec = row.get("record")
+        if not rec:
+            continue
+        for name, path in rec.pop("_files", {}).items():
+            target = folder / os.path.basename(name)
+            if not target.exists():
+                shutil.copyfile(path, target)
+
+
+def _record_timed_call(fn, problem, seed: int, folder: pathlib.Path) -> dict:
+    """One watched, recorded call at the timed size, on inputs of this process's own (the judge times the
+    replay on its own inputs). Returns {"records": [...]} or {"error": why}."""
+    import torch
+
+    from kernellab.guarded import guarded_copy
+    from kernellab.invoke import describe_exception
+    from kernellab.record import recording
+    from kernellab.watch import watched
+
+    gen = torch.Generator(device="cuda").manual_seed(seed ^ 0xC0DE)
+    inputs = problem.make_inputs(gen, "cuda")
+    guards = [guarded_copy(t, "cuda") if isinstance(t, torch.Tensor) else None for t in inputs]
+    views = [g.view if g is not None else t for g, t in zip(guards, inputs)]
+    call = f"`{problem.names[0]}` at the timed size"
+    try:
+        with watched() as st, recording(guards) as rec:
+            out = fn(*views)
+        torch.cuda.synchronize()
+    except Exception as exc:  # noqa: BLE001
+        return {"error": describe_exception(exc, call)}
+    if st.misuse(call):
+        return {"error": st.misuse(call)}
+    outs = tuple(out) if isinstance(out, (tuple, list)) else (out,)
+    if not all(isinstance(o, torch.Tensor) for o in outs):
+        return {"error": f"{call} returned {type(out).__name__}, not what the problem asks for."}
+    row = {"record": rec.finish(outs).to_json()}
+    row["record"]["tuple"] = isinstance(out, (tuple, list))
+    row["record"]["_files"] = dict(rec.files)
+    _keep_kernels([row], folder)
+    return {"records": [row["record"]]}
+
+
 def main(jobdir: str, parent_pid: int) -> int:
     die_with_parent(parent_pid)
     job_dir = pathlib.Path(jobdir).resolve()
@@ -118,14 +166,18 @@ def main(jobdir: str, parent_pid: int) -> int:
         cases = [(label, [tuple(a) for a in calls]) for label, calls in job["calls"]]
         results = _run_fn(fn, problem, cases)
         return finish(error=tampered(), results=results)
+    record = bool(job.get("record"))
     if problem.kind == "correctness":
         phase("compile")  # first call: Triton compiles (and autotunes) here, under its own budget
         first = _run_case(fn, problem, cases[0], DEVICE.torch_device) if callable(fn) else None
         phase("run")
-        results = _run_corr(fn, problem, cases, DEVICE.torch_device)
+        results = _run_corr(fn, problem, cases, DEVICE.torch_device, record_calls=record)
         if first is not None and first.error and not any(r.error for r in results):
             results = [first]
-        return finish(error=tampered(), results=[_asdict(r) for r in results])
+        rows = [_asdict(r) for r in results]
+        if record:
+            _keep_kernels(rows, job_dir / "kernels")
+        return finish(error=tampered(), results=rows)
 
     if problem.kind == "speed":
         if not DEVICE.on_gpu:
@@ -143,6 +195,8 @@ def main(jobdir: str, parent_pid: int) -> int:
             from kernellab.invoke import describe_exception
             return finish(error=describe_exception(exc, f"`{problem.names[0]}` at the timed size"))
         phase("run")
+        if record:  # the judge times a replay of this call; nothing is timed here
+            return finish(error=tampered(), **_record_timed_call(fn, problem, job["seed"], job_dir / "kernels"))
         m = _measure(fn, problem, job["seed"])
         m["sketches"] = [[i, idx, vals] for i, idx, vals in m["sketches"]]
         return finish(error=tampered(), measurement=m)

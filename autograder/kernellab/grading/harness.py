@@ -12,6 +12,7 @@ import json
 import math
 import os
 import pathlib
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -48,17 +49,19 @@ def _child_env(interpreted: bool = False) -> dict:
 
 
 def _run_child(jobdir: pathlib.Path, interpreted: bool = False,
-               limit_s: float | None = None) -> tuple[str | None, dict]:
-    """Run the child with phase budgets (``limit_s`` caps the compile and run budgets). Returns (problem
-    text or None, timing info)."""
+               limit_s: float | None = None, module: str = "kernellab.grading.child",
+               result: str = "result.pt") -> tuple[str | None, dict]:
+    """Run the child (the worker, or with ``module`` the judge) with phase budgets (``limit_s`` caps the
+    compile and run budgets). Returns (problem text or None, timing info)."""
     budgets = {"start": LOAD_BUDGET, "import": LOAD_BUDGET, "load": LOAD_BUDGET,
                "compile": COMPILE_BUDGET, "run": RUN_BUDGET, "done": 30.0}
     if limit_s is not None:
         budgets["compile"], budgets["run"] = min(COMPILE_BUDGET, limit_s), min(RUN_BUDGET, limit_s)
     t0 = time.monotonic()
-    with open(jobdir / "child.log", "wb") as log:
+    (jobdir / "phase").write_text("start")
+    with open(jobdir / f"{module.rsplit('.', 1)[-1]}.log", "wb") as log:
         # Its own session, so a budget can kill the child's whole group; our pid, so it dies with us.
-        proc = subprocess.Popen([sys.executable, "-m", "kernellab.grading.child", str(jobdir), str(os.getpid())],
+        proc = subprocess.Popen([sys.executable, "-m", module, str(jobdir), str(os.getpid())],
                                 cwd=jobdir, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 env=_child_env(interpreted), start_new_session=True)
         try:
@@ -69,7 +72,7 @@ def _run_child(jobdir: pathlib.Path, interpreted: bool = False,
     info = {"exit_code": proc.returncode, "last_phase": phase, "wall_s": time.monotonic() - t0}
     # Only a clean exit after the trusted code wrote its result counts: a result file left by a process
     # that then died (or was made to exit) is not read.
-    if why is None and (proc.returncode != 0 or not (jobdir / "result.pt").exists()):
+    if why is None and (proc.returncode != 0 or not (jobdir / result).exists()):
         code = proc.returncode
         how = f"signal {-code}" if code is not None and code < 0 else f"exit code {code}"
         doing = {"compile": "compiling", "run": "running"}.get(phase, "loading")
@@ -132,6 +135,8 @@ def grade_problem(problem, nb, seed: int, ceil=None, facts: dict | None = None,
     if problem.needs_gpu and not DEVICE.on_gpu:
         what = "Speed" if problem.kind == "speed" else "This problem (it reads a GPU profile)"
         return Outcome(problem.id, 0.0, f"{what} is only graded on a GPU; this grading machine has none."), record
+    if replayable(problem):
+        return _grade_by_replay(problem, sources, seed, ceil, lesson, limit_s, record)
     with tempfile.TemporaryDirectory(prefix="kl-grade-") as tmp:
         jobdir = pathlib.Path(tmp)
         job = {"lesson": lesson, "problem": problem.id, "sources": sources, "seed": 0}
@@ -150,7 +155,7 @@ def grade_problem(problem, nb, seed: int, ceil=None, facts: dict | None = None,
         (jobdir / "job.json").write_text(json.dumps(job))
         why, info = _run_child(jobdir, interpreted, limit_s)
         record.update(info)
-        record["child_log_tail"] = (jobdir / "child.log").read_bytes()[-2000:].decode("utf-8", "replace")
+        record["child_log_tail"] = _tail(jobdir / "child.log")
         if why:
             return Outcome(problem.id, 0.0, why), record
         data = torch.load(jobdir / "result.pt", weights_only=True)  # plain data only: no pickled code
@@ -170,6 +175,104 @@ def grade_problem(problem, nb, seed: int, ceil=None, facts: dict | None = None,
         m["sketches"] = [tuple(s) for s in m["sketches"]]
         return judge_speed(problem, job["seed"], m, ceil), record
     return Outcome(problem.id, 0.0, f"unknown problem kind {problem.kind}"), record
+
+
+def replayable(problem) -> bool:
+    """Kernel problems the judge grades by replaying the worker's recorded calls. Problems whose check goes
+    through a call hook (autograd, a whole block with cuBLAS in it) stay in the worker: docs/GRADE_OF_RECORD.md."""
+    return (problem.kind in ("correctness", "speed") and getattr(problem, "call", None) is None
+            and getattr(problem, "own_outputs", True) and os.environ.get("KERNELLAB_REPLAY", "1") != "0")
+
+
+def _tail(path: pathlib.Path) -> str:
+    try:
+        return path.read_bytes()[-2000:].decode("utf-8", "replace")
+    except OSError:
+        return ""
+
+
+def decoy_case(case, gen: torch.Generator):
+    """The worker's copy of a case: the same shapes, strides, dtypes and numbers (n, eps, flags), fresh random
+    values. The worker never holds the secret inputs, and a result computed on the host for its inputs is
+    wrong for the judge's."""
+    def fresh(t):
+        if not isinstance(t, torch.Tensor) or not t.is_floating_point():
+            return t
+        out = torch.empty_strided(t.shape, t.stride(), dtype=t.dtype)
+        out.copy_(torch.randn(t.shape, generator=gen, dtype=torch.float32))
+        return out
+    return dataclasses.replace(case, inputs=[fresh(t) for t in case.inputs])
+
+
+def _grade_by_replay(problem, sources, seed: int, ceil, lesson: str, limit_s, record: dict):
+    """Worker records, judge replays: the worker runs the learner's cells on inputs of its own and records
+    each graded call; the judge (another process, no learner Python) replays the records on the secret
+    inputs, or times the replay against the baseline; this process judges what came back."""
+    interpreted = getattr(problem, "interpreted", False)
+    on_gpu = DEVICE.on_gpu and not interpreted
+    with tempfile.TemporaryDirectory(prefix="kl-grade-") as tmp:
+        work, judge = pathlib.Path(tmp) / "worker", pathlib.Path(tmp) / "judge"
+        work.mkdir()
+        judge.mkdir()
+        cases = None
+        job = {"lesson": lesson, "problem": problem.id, "sources": sources, "seed": 0, "record": True}
+        if problem.kind == "correctness":
+            cases = problem.make_cases(seeded_generator(seed), on_gpu)
+            record["shapes"] = [c.label for c in cases]
+            gen = torch.Generator().manual_seed(int.from_bytes(os.urandom(6), "little"))
+            torch.save([decoy_case(c, gen) for c in cases], work / "cases.pt")
+        else:
+            # The worker's inputs come from a seed unrelated to the secret; so do the judge's timed inputs.
+            job["seed"] = int.from_bytes(os.urandom(5), "little")
+        (work / "job.json").write_text(json.dumps(job))
+        why, info = _run_child(work, interpreted, limit_s)
+        record.update(info)  # the worker's exit code, last phase and wall time
+        record["child_log_tail"] = _tail(work / "child.log")
+        if why:
+            return Outcome(problem.id, 0.0, why), record
+        data = torch.load(work / "result.pt", weights_only=True)
+        if data.get("error"):
+            return Outcome(problem.id, 0.0, data["error"]), record
+        if problem.kind == "correctness":
+            rows = data.get("results", [])
+            if not rows or (len(rows) == 1 and rows[0].get("label") == "signature"):
+                fields = {f.name for f in dataclasses.fields(CallResult)}
+                return judge_correctness(problem, cases, [CallResult(**{k: v for k, v in r.items() if k in fields})
+                                                          for r in rows]), record
+            records = [None if r.get("error") else r.get("record") for r in rows]
+        else:
+            records = data.get("records") or []
+            if not records:
+                return Outcome(problem.id, 0.0, "The call at the timed size left nothing to replay."), record
+        if (work / "kernels").is_dir():
+            shutil.copytree(work / "kernels", judge / "kernels")
+        (judge / "records.json").write_text(json.dumps(records))
+        judge_seed = seed ^ int.from_bytes(os.urandom(5), "little")
+        (judge / "judge.json").write_text(json.dumps({"lesson": lesson, "problem": problem.id, "seed": judge_seed,
+                                                      "interpreted": interpreted}))
+        if cases is not None:
+            torch.save(cases, judge / "cases.pt")
+        why, info = _run_child(judge, interpreted, limit_s, module="kernellab.grading.judge", result="judged.pt")
+        record.update({f"judge_{k}": v for k, v in info.items()})
+        record["judge_log_tail"] = _tail(judge / "judge.log")
+        if why:
+            return Outcome(problem.id, 0.0, why.replace("The process running your code", "The judge replaying your "
+                                                                                         "kernels")), record
+        judged = torch.load(judge / "judged.pt", weights_only=True)
+    if judged.get("error"):
+        return Outcome(problem.id, 0.0, judged["error"]), record
+    if problem.kind == "speed":
+        from ..timing import judge_speed
+        m = judged["measurement"]
+        m["sketches"] = [tuple(s) for s in m.get("sketches", [])]
+        return judge_speed(problem, judge_seed, m, ceil), record
+    fields = {f.name for f in dataclasses.fields(CallResult)}
+    results = []
+    for worker_row, replayed in zip(rows, judged.get("results", [])):
+        # The worker can only lose points for itself: its errors stand; a clean claim is replaced by the replay.
+        row = worker_row if worker_row.get("error") or replayed is None else replayed
+        results.append(CallResult(**{k: v for k, v in row.items() if k in fields and k != "record"}))
+    return judge_correctness(problem, cases, results), record
 
 
 def _now() -> str:

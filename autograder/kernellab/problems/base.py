@@ -19,6 +19,7 @@ from ..compare import compare
 from ..guarded import guarded_copy
 from ..invoke import describe_exception, signature_problem, sync
 from ..reads import count_reads
+from ..record import recording
 from ..watch import watched
 
 
@@ -37,6 +38,7 @@ class CallResult:
     error: str | None = None
     reads: int | None = None  # elements read from input 0 (counted in the interpreter; None: not counted)
     extra_bytes: int | None = None  # bytes the call allocated besides its outputs (None: not counted)
+    record: dict | None = None  # what the call did, for the judge to replay (record.py); worker only
 
 
 @dataclasses.dataclass
@@ -141,8 +143,9 @@ def _nbytes(t: torch.Tensor) -> int:
     return t.numel() * t.element_size()
 
 
-def run_case(fn, problem: CorrectnessProblem, case: Case, device: str) -> CallResult:
-    """Run the learner's function once on guarded copies of the case's inputs."""
+def run_case(fn, problem: CorrectnessProblem, case: Case, device: str, record_call: bool = False) -> CallResult:
+    """Run the learner's function once on guarded copies of the case's inputs (``record_call``: and record
+    what it does, for a judge to replay; the grade of record's worker)."""
     call = f"`{problem.names[0]}` on {case.label}"
     # Tensors get guarded copies; plain numbers (an eps) are passed as they are.
     guards = [guarded_copy(t, device) if isinstance(t, torch.Tensor) else None for t in case.inputs]
@@ -151,7 +154,8 @@ def run_case(fn, problem: CorrectnessProblem, case: Case, device: str) -> CallRe
     before = [v.clone() for v in tensors]
     try:  # numpy's overflow warnings from the interpreter (exp of a large value) are not the learner's concern
         counting = count_reads(views[:1]) if problem.max_reads is not None else contextlib.nullcontext()
-        with watched() as st, numpy.errstate(all="ignore"), counting as reads:
+        recorder = recording(guards) if record_call else contextlib.nullcontext()
+        with watched() as st, numpy.errstate(all="ignore"), counting as reads, recorder as rec:
             out = call_learner(problem, fn, *views, **case.kwargs)
     except Exception as exc:  # noqa: BLE001 - any learner error becomes a paragraph
         return CallResult(case.label, error=describe_exception(exc, call))
@@ -196,10 +200,16 @@ def run_case(fn, problem: CorrectnessProblem, case: Case, device: str) -> CallRe
     counted = reads.elements[0] if reads is not None and reads.available else None
     owners = {id(st.owns(o)) for o in outs}
     extra = sum(_nbytes(g.view) for g in st.allocations if id(g) not in owners)
-    return CallResult(case.label, output=results if several else results[0], reads=counted, extra_bytes=extra)
+    recorded = rec.finish(outs).to_json() if rec is not None else None
+    if rec is not None:
+        recorded["tuple"] = isinstance(out, (tuple, list))
+        recorded["_files"] = dict(rec.files)  # local paths: the worker copies them next to its result
+    return CallResult(case.label, output=results if several else results[0], reads=counted, extra_bytes=extra,
+                      record=recorded)
 
 
-def run_correctness(fn, problem: CorrectnessProblem, cases: list, device: str, stop_on_error=True) -> list:
+def run_correctness(fn, problem: CorrectnessProblem, cases: list, device: str, stop_on_error=True,
+                    record_calls: bool = False) -> list:
     """Every case, then the first case again (two runs must agree). Stops at the first error."""
     bad = (problem.validate(fn) if problem.validate else
            signature_problem(fn, problem.n_args, problem.names[0], problem.signature))
@@ -207,7 +217,7 @@ def run_correctness(fn, problem: CorrectnessProblem, cases: list, device: str, s
         return [CallResult("signature", error=bad)]
     results = []
     for case in list(cases) + cases[:1]:
-        r = run_case(fn, problem, case, device)
+        r = run_case(fn, problem, case, device, record_calls)
         results.append(r)
         if r.error and stop_on_error:
             break

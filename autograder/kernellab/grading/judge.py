@@ -1,0 +1,142 @@
+"""The judge process of the grade of record: replay a worker's recorded calls, check and time the replay.
+
+Usage: python -m kernellab.grading.judge JOBDIR PARENT_PID
+
+It never executes learner Python. It reads JOBDIR/judge.json (the problem), JOBDIR/records.json (what the
+worker's calls did; a claim) and the kernel files under JOBDIR/kernels, and for a correctness problem the
+cases (JOBDIR/cases.pt, the secret-seeded inputs; no references, no seed). It replays each recorded call on
+guarded copies of the case's inputs and writes what came out to JOBDIR/judged.pt; the trusted parent
+compares that with references it computed itself. For a speed problem it times the replay against the
+problem's baseline, interleaved, in this process, where no learner code was ever loaded, so nothing a
+submission registers or patches can reach the baseline or the timer.
+"""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import pathlib
+import sys
+
+
+def replay_case(problem, case, rec: dict, folder: str, device: str):
+    """One recorded call replayed on guarded copies of ``case``'s inputs, as a CallResult."""
+    import numpy
+    import torch
+
+    from ..guarded import guarded_copy
+    from ..invoke import describe_exception, sync
+    from ..problems.base import CallResult, _returned_tensors
+    from ..reads import count_reads
+    from ..replay import Replay, ReplayError
+
+    call = f"`{problem.names[0]}` on {case.label}"
+    guards = [guarded_copy(t, device) if isinstance(t, torch.Tensor) else None for t in case.inputs]
+    views = [g.view for g in guards if g is not None]
+    before = [v.clone() for v in views]
+    try:
+        rp = Replay(rec, folder, device, len(case.inputs))
+        counting = count_reads(views[:1]) if problem.max_reads is not None else contextlib.nullcontext()
+        with numpy.errstate(all="ignore"), counting as reads:
+            outs = rp.run([g.base if g is not None else None for g in guards])
+    except ReplayError as exc:
+        return CallResult(case.label, error=f"{call}: {exc}")
+    except Exception as exc:  # noqa: BLE001 - the learner's kernel failed in the replay
+        return CallResult(case.label, error=describe_exception(exc, call))
+    err = sync(device)
+    if err:
+        return CallResult(case.label, error=err)
+    out = outs if rec.get("tuple") else (outs[0] if len(outs) == 1 else outs)
+    tensors, why = _returned_tensors(problem, out, call)
+    if why:
+        return CallResult(case.label, error=why)
+    several = bool(problem.outputs)
+    for name, o, kind, want_dtype, want_shape in zip(problem.output_names(), tensors, rp.output_kinds(),
+                                                     problem.per_output(problem.out_dtype(case)),
+                                                     problem.per_output(problem.out_shape(case))):
+        what = f"{call} ({name})" if several else call
+        if o.dtype != want_dtype:
+            return CallResult(case.label, error=f"{what} returned {o.dtype}; expected {want_dtype}.")
+        if kind != "alloc":
+            return CallResult(case.label, error=f"{what} returned one of its inputs: write into a new output tensor.")
+        if want_shape is not None and tuple(o.shape) != tuple(want_shape):
+            return CallResult(case.label, error=f"{what} returned shape {tuple(o.shape)}; expected {tuple(want_shape)}.")
+    hit = rp.first_output_guard_hit()
+    if hit is not None or not rp.guards_intact():
+        return CallResult(case.label, error=(
+            f"{call} wrote past the end of {'its output' if hit is not None else 'a buffer it allocated'}"
+            f"{f' (at least {hit + 1} element(s) beyond it)' if hit is not None else ''}. "
+            "Mask the stores of the last block: tl.store(..., mask=offsets < n)."))
+    for i, (g, b) in enumerate(zip([g for g in guards if g is not None], before)):
+        if not g.guard_intact():
+            return CallResult(case.label, error=f"{call} wrote past the end of input {i}.")
+        if not torch.equal(torch.nan_to_num(g.view), torch.nan_to_num(b)):
+            return CallResult(case.label, error=f"{call} changed its input {i}: inputs must stay as they were.")
+    results = tuple(o.detach().to("cpu").clone() for o in tensors)
+    counted = reads.elements[0] if reads is not None and reads.available else None
+    return CallResult(case.label, output=results if several else results[0], reads=counted,
+                      extra_bytes=rp.extra_bytes())
+
+
+def replay_function(rec: dict, folder: str, device: str, n_inputs: int):
+    """The recorded call as a function of fresh inputs (timed runs: no guards, no NaN fill)."""
+    from ..replay import Replay
+    rp = Replay(rec, folder, device, n_inputs)
+
+    def run(*inputs):
+        outs = rp.run(list(inputs), guarded=False)
+        return outs if rec.get("tuple") else outs[0]
+    return run
+
+
+def main(jobdir: str, parent_pid: int) -> int:
+    from .child import die_with_parent
+    die_with_parent(parent_pid)
+    job_dir = pathlib.Path(jobdir).resolve()
+    job = json.loads((job_dir / "judge.json").read_text())
+    records = json.loads((job_dir / "records.json").read_text())
+    (job_dir / "phase").write_text("import")
+    import torch
+
+    import kernellab  # noqa: F401  (GPU or interpreter, before triton loads)
+    from kernellab.device import DEVICE
+    from kernellab.lessons import problems_of
+
+    problem = problems_of(job["lesson"])[job["problem"]]
+    folder = str(job_dir / "kernels")
+    device = "cpu" if job.get("interpreted") or not DEVICE.on_gpu else "cuda"
+    out = {"error": None}
+    (job_dir / "phase").write_text("run")
+    if problem.kind == "correctness":
+        cases = torch.load(job_dir / "cases.pt", weights_only=False)
+        results = []
+        for case, rec in zip(list(cases) + list(cases[:1]), records):
+            if rec is None:  # the worker's call already failed: the parent says why
+                results.append(None)
+                continue
+            results.append(dataclasses.asdict(replay_case(problem, case, rec, folder, device)))
+        out["results"] = results
+    elif problem.kind == "speed":
+        from kernellab.invoke import describe_exception
+        from kernellab.replay import ReplayError
+        from kernellab.timing import measure_speed
+        n_inputs = len(problem.make_inputs(torch.Generator(device="cuda").manual_seed(0), "cuda"))
+        try:
+            fn = replay_function(records[0], folder, "cuda", n_inputs)
+            m = measure_speed(fn, problem, job["seed"], watch=False)
+        except ReplayError as exc:
+            m = {"error": f"`{problem.names[0]}` at the timed size: {exc}"}
+        except Exception as exc:  # noqa: BLE001
+            m = {"error": describe_exception(exc, f"`{problem.names[0]}` at the timed size")}
+        if m.get("sketches"):
+            m["sketches"] = [[i, idx, vals] for i, idx, vals in m["sketches"]]
+        out["measurement"] = m
+    else:
+        out["error"] = f"the judge does not replay {problem.kind} problems"
+    torch.save(out, job_dir / "judged.pt")
+    (job_dir / "phase").write_text("done")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1], int(sys.argv[2])))

@@ -1,0 +1,162 @@
+"""Rebuild a recorded Triton kernel from its source, for a judge that runs no learner Python.
+
+In the CPU interpreter a kernel is Python that the interpreter executes with ``tl`` patched, so a judge
+that replays it runs its body. It does so only after ``purity_problem`` has checked that the body is a
+Triton kernel the compiler would accept: the language (``tl``, ``triton.language``), other recorded
+``@triton.jit`` functions, constants and a few builtins - no plain Python helpers, no imports, no lambdas,
+no dunder attributes, nothing from the learner's notebook but the kernel itself. Decorators are dropped
+(the judge wraps the function itself) and default values must be constants.
+"""
+from __future__ import annotations
+
+import ast
+import linecache
+
+# Builtins the Triton compiler itself accepts in a kernel body.
+BUILTINS = {"range", "min", "max", "len", "int", "float", "bool", "abs", "print", "isinstance", "enumerate",
+            "zip", "tuple", "list", "True", "False", "None"}
+LANGUAGE_MODULES = ("triton.language", "triton")
+_FORBIDDEN = (ast.Lambda, ast.Import, ast.ImportFrom, ast.Global, ast.Nonlocal, ast.ClassDef, ast.Try,
+              ast.With, ast.AsyncWith, ast.Yield, ast.YieldFrom, ast.Await, ast.AsyncFunctionDef, ast.Delete,
+              ast.GeneratorExp, ast.ListComp, ast.SetComp, ast.DictComp, ast.Starred, ast.JoinedStr)
+
+
+def _function(source: str) -> ast.FunctionDef:
+    """The one function a recorded source holds, without its decorators (the judge applies triton.jit)."""
+    tree = ast.parse(source)
+    fns = [n for n in tree.body if isinstance(n, ast.FunctionDef)]
+    if len(tree.body) != 1 or len(fns) != 1:
+        raise ValueError("the recorded source is not one function definition")
+    fns[0].decorator_list = []
+    return fns[0]
+
+
+def purity_problem(entry: dict) -> str | None:
+    """Why a recorded source kernel is not pure Triton, or None when it is."""
+    name = entry.get("name", "?")
+    try:
+        fn = _function(entry["source"])
+    except (SyntaxError, ValueError, KeyError) as exc:
+        return f"the kernel `{name}` could not be read back ({exc})"
+    globs = entry.get("globals", {})
+    kernels = entry.get("kernels", {})
+    for node in fn.args.defaults + fn.args.kw_defaults:
+        if node is not None and not isinstance(node, ast.Constant):
+            return f"the kernel `{name}` has a default value that is not a constant"
+    params = {a.arg for a in fn.args.args + fn.args.kwonlyargs + fn.args.posonlyargs}
+    for a in fn.args.args + fn.args.kwonlyargs:
+        if a.annotation is not None and not _is_constexpr_annotation(a.annotation):
+            return f"the kernel `{name}` annotates `{a.arg}` with something other than tl.constexpr"
+    stored = {n.id for n in ast.walk(fn) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    local = params | stored
+    for node in ast.walk(fn):
+        if node is fn:
+            continue
+        if isinstance(node, _FORBIDDEN) or isinstance(node, ast.FunctionDef):
+            return (f"the kernel `{name}` uses {type(node).__name__.lower()} (line {getattr(node, 'lineno', '?')}), "
+                    "which a Triton kernel does not")
+        if isinstance(node, ast.Attribute) and node.attr.startswith("_"):
+            return f"the kernel `{name}` reaches the private attribute `{node.attr}`"
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id not in local:
+            why = _global_problem(node.id, globs, kernels)
+            if why:
+                return f"the kernel `{name}` {why}"
+        if isinstance(node, ast.Call):
+            why = _call_problem(node.func, local, globs, kernels)
+            if why:
+                return f"the kernel `{name}` {why} (line {node.lineno})"
+    return None
+
+
+def _is_constexpr_annotation(node) -> bool:
+    return (isinstance(node, ast.Attribute) and node.attr == "constexpr") or (
+        isinstance(node, ast.Name) and node.id == "constexpr") or (
+        isinstance(node, ast.Constant) and node.value in ("constexpr", "tl.constexpr"))
+
+
+def _global_problem(name: str, globs: dict, kernels: dict) -> str | None:
+    if name.startswith("__"):
+        return f"reads `{name}`"
+    if name in kernels:
+        return None
+    g = globs.get(name)
+    if g is None:
+        return None if name in BUILTINS else f"reads `{name}`, which is neither Triton nor a constant"
+    if "module" in g:
+        return None if g["module"].startswith(LANGUAGE_MODULES) and g["module"] in (
+            "triton", "triton.language", "triton.language.math", "triton.language.extra",
+            "triton.language.extra.libdevice", "triton.language.extra.cuda.libdevice") else (
+            f"uses the module `{g['module']}`; a kernel may only use triton.language")
+    if "const" in g:
+        return None
+    return f"calls or reads `{name}`, a {g.get('other', 'Python object')}: a Triton kernel may only call @triton.jit functions"
+
+
+def _root(node):
+    while isinstance(node, (ast.Attribute, ast.Subscript, ast.Call)):
+        node = node.value if not isinstance(node, ast.Call) else node.func
+    return node
+
+
+def _call_problem(func, local: set, globs: dict, kernels: dict) -> str | None:
+    if isinstance(func, ast.Name):
+        if func.id in local:
+            return f"calls `{func.id}`, a local value"
+        if func.id in kernels or func.id in BUILTINS:
+            return None
+        g = globs.get(func.id, {})
+        return f"calls `{func.id}`, which is not a @triton.jit function" if "const" in g or "module" in g else None
+    if isinstance(func, ast.Attribute):
+        # tl.xxx, a language submodule, or a method of a value the kernel computed ((a + b).to(...)): values in
+        # a kernel come only from its arguments, the language and checked globals, so their methods are Triton's.
+        root = _root(func)
+        if isinstance(root, ast.Name) and root.id not in local and root.id not in globs and root.id not in kernels \
+                and root.id not in BUILTINS:
+            return f"calls a method of `{root.id}`, which is not Triton"
+        return None
+    return "calls something that is not a named Triton function"
+
+
+def build(entries: dict, kid: str, made: dict | None = None):
+    """The interpreted kernel ``kid`` (and the kernels it calls), built from checked source."""
+    import triton
+    import triton.language as tl
+
+    made = {} if made is None else made
+    if kid in made:
+        return made[kid]
+    entry = entries[kid]
+    why = purity_problem(entry)
+    if why:
+        raise ValueError(why)
+    fn_ast = _function(entry["source"])
+    fn_ast.decorator_list = []
+    module = ast.Module(body=[fn_ast], type_ignores=[])
+    filename = f"<kernellab-replay-{kid}>"
+    text = ast.unparse(module) + "\n"
+    linecache.cache[filename] = (len(text), None, text.splitlines(True), filename)  # Triton reads the source
+    namespace = {"triton": triton, "tl": tl, "__builtins__": __builtins__}
+    for name, g in entry.get("globals", {}).items():
+        if "module" in g:
+            import importlib
+            namespace[name] = importlib.import_module(g["module"])
+        elif "const" in g:
+            namespace[name] = constant_from_json(g["const"])
+    made[kid] = None
+    for name, inner in entry.get("kernels", {}).items():
+        namespace[name] = build(entries, inner, made)
+    exec(compile(text, filename, "exec"), namespace)  # a def of checked, pure-Triton source; runs no body
+    kernel = triton.jit(namespace[entry["name"]])
+    made[kid] = kernel
+    return kernel
+
+
+def constant_from_json(c):
+    import triton.language as tl
+    if isinstance(c, dict) and "tl_dtype" in c:
+        return getattr(tl, c["tl_dtype"].replace("fp", "float").replace("bf16", "bfloat16")
+                       if not hasattr(tl, c["tl_dtype"]) else c["tl_dtype"])
+    return c
+
+
+__all__ = ["BUILTINS", "build", "constant_from_json", "purity_problem"]

@@ -1,0 +1,262 @@
+"""Replay a recorded call (record.py) on fresh inputs: what the judge checks and times.
+
+A replay allocates the buffers the record names (inputs are the judge's own), does the recorded torch
+calls (zero_, fill_, copies), launches the recorded kernels with every pointer moved to the same offset in
+the judge's buffers, and returns views of the buffers the call returned. On a GPU the kernels are the
+learner's compiled binaries, loaded from Triton's cache files (no Python of the learner's is imported); in
+the CPU interpreter they are rebuilt from checked, pure-Triton source (kernel_source.py).
+
+Limits keep a forged record from exhausting the judge: a record is refused when it has too many events,
+buffers or grid programs, or asks for more memory than the problem could need.
+"""
+from __future__ import annotations
+
+import os
+import types
+
+import torch
+
+from .guarded import Guarded, span_of
+from .kernel_source import build as build_source_kernel, constant_from_json
+from .record import ALLOC, INPUT
+
+MAX_EVENTS = 2000
+MAX_BUFFERS = 512
+MAX_PROGRAMS = 1 << 31
+MAX_ALLOC_BYTES = 48 << 30
+
+
+class ReplayError(Exception):
+    """The record cannot be replayed; the message says why, for the learner."""
+
+
+def dtype_of(name: str) -> torch.dtype:
+    dt = getattr(torch, name, None)
+    if not isinstance(dt, torch.dtype):
+        raise ReplayError(f"unknown dtype {name!r} in the record")
+    return dt
+
+
+def validate(rec: dict, n_inputs: int) -> None:
+    """Refuse records no honest call produces, before allocating anything."""
+    if rec.get("problem"):
+        raise ReplayError(f"What the call did cannot be replayed: {rec['problem']}.")
+    if len(rec.get("events", [])) > MAX_EVENTS or len(rec.get("buffers", [])) > MAX_BUFFERS:
+        raise ReplayError("The call launched too many kernels or made too many buffers to grade.")
+    total = 0
+    for b in rec.get("buffers", []):
+        if b.get("kind") == INPUT:
+            if not (isinstance(b.get("index"), int) and 0 <= b["index"] < n_inputs):
+                raise ReplayError("The record names an input the call does not have.")
+        elif b.get("kind") == ALLOC:
+            dt = dtype_of(b["dtype"])
+            total += span_of(b["shape"], b["strides"]) * torch.empty((), dtype=dt).element_size()
+        else:
+            raise ReplayError("The record names a buffer of an unknown kind.")
+    if total > MAX_ALLOC_BYTES:
+        raise ReplayError(f"The call allocated {total / 2**30:.1f} GiB, more than any problem here needs.")
+    if not any(e.get("op") == "launch" for e in rec.get("events", [])):
+        raise ReplayError("The call launched no Triton kernel. Launch yours with kernel[grid](...).")
+    for e in rec["events"]:
+        if e.get("op") == "launch":
+            g = e.get("grid", [])
+            if len(g) != 3 or any(not isinstance(x, int) or x < 0 for x in g) or g[0] * g[1] * g[2] > MAX_PROGRAMS:
+                raise ReplayError("The record has a launch with an impossible grid.")
+            if e.get("kernel") not in rec.get("kernels", {}):
+                raise ReplayError("The record launches a kernel it does not carry.")
+
+
+class Kernels:
+    """The record's kernels, rebuilt once and launched many times."""
+
+    def __init__(self, rec: dict, folder: str | None, interpreted: bool):
+        self.entries = rec.get("kernels", {})
+        self.folder = folder
+        self.interpreted = interpreted
+        self.built: dict = {}
+
+    def get(self, kid: str):
+        if kid not in self.built:
+            entry = self.entries[kid]
+            if entry.get("kind") == "source":
+                if not self.interpreted:
+                    raise ReplayError("A kernel recorded in the interpreter cannot be replayed on a GPU.")
+                try:
+                    self.built[kid] = build_source_kernel(self.entries, kid, {})
+                except ValueError as exc:
+                    raise ReplayError(f"Not a pure Triton kernel: {exc}. A kernel may use triton.language, "
+                                      "constants and other @triton.jit functions only.") from None
+            elif entry.get("kind") == "binary":
+                if self.interpreted:
+                    raise ReplayError("A compiled kernel cannot be replayed in the interpreter.")
+                self.built[kid] = _load_binary(entry, self.folder)
+            else:
+                raise ReplayError("The record carries a kernel of an unknown kind.")
+        return self.built[kid]
+
+
+def _load_binary(entry: dict, folder: str):
+    """A CompiledKernel from the recorded cache files, with the signature it was compiled for."""
+    from triton.compiler.compiler import CompiledKernel
+
+    group = {}
+    for fname, local in entry.get("files", {}).items():
+        path = os.path.join(folder, os.path.basename(local))
+        if not os.path.isfile(path):
+            raise ReplayError("The record is missing a kernel file.")
+        group[fname] = path
+    if not any(f.endswith(".json") for f in group):
+        raise ReplayError("The record is missing a kernel's metadata.")
+
+    def key(k):
+        return tuple(k) if isinstance(k, list) else k
+    src = types.SimpleNamespace(
+        signature={k: (tuple(v) if isinstance(v, list) else v) for k, v in entry["signature"].items()},
+        constants={key(k): v for k, v in entry.get("constants", [])},
+        fn=types.SimpleNamespace(arg_names=list(entry["arg_names"]), launch_metadata=None),
+        attrs={})
+    kernel = CompiledKernel(src, group, entry.get("hash", ""))
+    kernel._init_handles()  # loads the binary: fails here, not in the middle of a timed run
+    return kernel
+
+
+class Replay:
+    """One record, ready to run on the judge's inputs any number of times."""
+
+    def __init__(self, rec: dict, folder: str | None, device: str, n_inputs: int):
+        validate(rec, n_inputs)
+        self.rec = rec
+        self.device = device
+        self.interpreted = not str(device).startswith("cuda")
+        self.kernels = Kernels(rec, folder, self.interpreted)
+        for e in rec["events"]:  # build every kernel now: a bad one is refused before anything runs
+            if e["op"] == "launch":
+                self.kernels.get(e["kernel"])
+        self.guards: list = []  # the last run's allocations (Guarded), for guard checks and memory
+        self.bases: list = []
+
+    # -- buffers and views
+    def _allocate(self, inputs: list, guarded: bool) -> list:
+        bases, self.guards = [], []
+        for b in self.rec["buffers"]:
+            if b["kind"] == INPUT:
+                t = inputs[b["index"]]  # the whole buffer the input view starts at (offset 0 of it)
+                if not isinstance(t, torch.Tensor):
+                    raise ReplayError("The record points into an input that is not a tensor.")
+                bases.append(t)
+                continue
+            dt = dtype_of(b["dtype"])
+            if guarded:
+                g = Guarded(b["shape"], dt, self.device, strides=b["strides"])
+                if b["fill"] == "zero":
+                    g.view.zero_()
+                self.guards.append(g)
+                bases.append(g.base)
+            else:  # timed runs: no NaN fill inside the timed region, as a plain torch.empty
+                n = span_of(b["shape"], b["strides"])
+                t = (torch.zeros if b["fill"] == "zero" else torch.empty)(n, dtype=dt, device=self.device)
+                bases.append(t)
+        return bases
+
+    def _view(self, bases: list, v: dict) -> torch.Tensor:
+        base = bases[v["buf"]]
+        dt = dtype_of(v["dtype"])
+        size = torch.empty((), dtype=dt).element_size()
+        start = base.data_ptr() - base.untyped_storage().data_ptr()
+        off = v["offset"] + start
+        if off % size:
+            raise ReplayError("The record has a tensor at an offset its dtype cannot start at.")
+        span = span_of(v["shape"], v["strides"]) * size
+        if off < 0 or off + span > base.untyped_storage().nbytes() or any(s < 0 for s in v["strides"]):
+            raise ReplayError("The record has a tensor outside its buffer.")
+        t = torch.empty(0, dtype=dt, device=base.device)
+        t.set_(base.untyped_storage(), off // size, tuple(v["shape"]), tuple(v["strides"]))
+        return t
+
+    def _pointer(self, bases: list, arg: dict, for_interpreter: bool):
+        buf, off = arg["ptr"]
+        base = bases[buf]
+        if not 0 <= off <= base.untyped_storage().nbytes() - (base.data_ptr() - base.untyped_storage().data_ptr()):
+            raise ReplayError("The record has a pointer outside its buffer.")
+        if not for_interpreter:
+            return base.data_ptr() + off
+        dt = dtype_of(arg.get("dtype") or "uint8")
+        size = torch.empty((), dtype=dt).element_size()
+        start = base.data_ptr() - base.untyped_storage().data_ptr() + off
+        t = torch.empty(0, dtype=dt, device=base.device)
+        n = max(0, (base.untyped_storage().nbytes() - start) // size)
+        t.set_(base.untyped_storage(), start // size, (n,), (1,))
+        return t
+
+    @staticmethod
+    def _value(arg: dict):
+        if "value" in arg:
+            return arg["value"]
+        if "const" in arg:
+            return constant_from_json(arg["const"])
+        return None
+
+    # -- running
+    def run(self, inputs: list, guarded: bool = True) -> tuple:
+        """Do the recorded call on ``inputs``; returns the output views (in the judge's buffers)."""
+        bases = self._allocate(inputs, guarded)
+        self.bases = bases
+        stream = torch.cuda.current_stream().cuda_stream if not self.interpreted else None
+        for e in self.rec["events"]:
+            op = e["op"]
+            if op == "launch":
+                kernel = self.kernels.get(e["kernel"])
+                if self.interpreted:
+                    kwargs = {name: (self._pointer(bases, a, True) if "ptr" in a else self._value(a))
+                              for name, a in e["args"]}
+                    kernel[tuple(e["grid"])](**kwargs)
+                else:
+                    args = [self._pointer(bases, a, False) if "ptr" in a else self._value(a) for a in e["args"]]
+                    gx, gy, gz = e["grid"]
+                    if gx * gy * gz == 0:
+                        continue
+                    launcher = kernel.run
+                    launcher(gx, gy, gz, stream, kernel.function, kernel.packed_metadata, None, None, None, *args)
+            elif op == "zero":
+                self._view(bases, e["view"]).zero_()
+            elif op == "fill":
+                self._view(bases, e["view"]).fill_(float(e["value"]))
+            elif op == "copy":
+                self._view(bases, e["dst"]).copy_(self._view(bases, e["src"]))
+            else:
+                raise ReplayError(f"The record has an operation the judge does not do ({op!r}).")
+        return tuple(self._view(bases, v) for v in self.rec["outputs"])
+
+    def output_buffers(self) -> set:
+        return {v["buf"] for v in self.rec["outputs"]}
+
+    def output_kinds(self) -> list:
+        return [self.rec["buffers"][v["buf"]]["kind"] for v in self.rec["outputs"]]
+
+    def extra_bytes(self) -> int:
+        """Bytes allocated by the call besides the buffers it returned."""
+        outs = self.output_buffers()
+        total = 0
+        allocs = [i for i, b in enumerate(self.rec["buffers"]) if b["kind"] == ALLOC]
+        for i in allocs:
+            if i in outs:
+                continue
+            b = self.rec["buffers"][i]
+            total += span_of(b["shape"], b["strides"]) * torch.empty((), dtype=dtype_of(b["dtype"])).element_size()
+        return total
+
+    def guards_intact(self) -> bool:
+        return all(g.guard_intact() for g in self.guards)
+
+    def first_output_guard_hit(self) -> int | None:
+        allocs = [i for i, b in enumerate(self.rec["buffers"]) if b["kind"] == ALLOC]
+        outs = self.output_buffers()
+        for i, g in zip(allocs, self.guards):
+            if i in outs:
+                hit = g.first_guard_hit()
+                if hit is not None:
+                    return hit
+        return None
+
+
+__all__ = ["Replay", "ReplayError", "validate"]
