@@ -42,6 +42,10 @@ def describe_exception(exc: BaseException, call: str) -> str:
     if "CompilationError" in name or "CompileTimeAssertionFailure" in name:
         detail = " ".join(s.strip() for s in msg[-3:] if s.strip())
         return f"The Triton kernel in {call} did not compile: {detail[:400]}"
+    if isinstance(exc, RuntimeError) and "active drivers" in first:
+        return (f"{call} raised RuntimeError: {first.rstrip('.')}: triton.autotune benchmarks its "
+                "configurations on a GPU, and the CPU interpreter has no GPU driver to time them with; here use kl.autotune (it runs the "
+                "first configuration when interpreting) or launch the kernel with one configuration.")
     if isinstance(exc, RuntimeError) and ("CUDA error" in first or "illegal memory" in first.lower()):
         return (f"{call} caused a CUDA error: {first}. This usually means a load or store outside the "
                 "tensors (check masks and offsets). CUDA errors are sticky: restart the kernel "
