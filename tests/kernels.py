@@ -88,3 +88,11 @@ def silu_gate_dropped_term(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
     x = tl.load(x_ptr + offs, mask=m).to(tl.float32)
     y = tl.load(y_ptr + offs, mask=m).to(tl.float32)
     tl.store(out_ptr + offs, (x * tl.sigmoid(x) * y).to(out_ptr.dtype.element_ty), mask=m)
+
+
+@triton.jit
+def add_block_of_64(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    tl.static_assert(BLOCK % 64 == 0, "BLOCK must be a multiple of 64")
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=m) + tl.load(y_ptr + offs, mask=m), mask=m)

@@ -160,3 +160,14 @@ def test_thresholds_sit_ten_times_from_honest_and_wrong_variants():
     assert worst(K.silu_gate_dropped_term) >= 10 * REL_TOL[torch.float16]
     assert judge_correctness(prob, cases, run_correctness(K.launcher(K.silu_gate_in_input_dtype), prob, cases,
                                                           "cpu")).passed
+
+
+def test_failed_static_assert_names_its_line_and_message():
+    import inspect
+    line = next(i for i, s in enumerate(inspect.getsource(K.add_block_of_64.fn).splitlines())
+                if "static_assert" in s) + K.add_block_of_64.fn.__code__.co_firstlineno
+    assert L.check_add(K.launcher(K.add_block_of_64, 128)) is None
+    msg = failure(K.launcher(K.add_block_of_64, 32))
+    assert "tl.static_assert failed in your kernel at line " + str(line) in msg, msg
+    assert "`tl.static_assert(BLOCK % 64 == 0, \"BLOCK must be a multiple of 64\")`" in msg, msg
+    assert msg.rstrip(".").endswith("BLOCK must be a multiple of 64"), msg

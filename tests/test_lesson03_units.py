@@ -59,6 +59,9 @@ def test_reads_are_counted_per_element_and_three_passes_are_refused(solution):
     ("unmasked_tail", L.SOFTMAX, "wrote past the end"),
     ("unbiased_variance", L.LAYERNORM, "unbiased variance"),
     ("one_pass_variance", L.LAYERNORM, "E[h^2] - E[h]^2"),
+    # y stored with x's row stride overruns the output only on the strided view: the stride hint, not "mask"
+    ("output_with_x_stride", L.LAYERNORM, "wrote past the end of its output (at least 1 element(s) beyond it). "
+                                          "It is wrong only when x is a view"),
 ])
 def test_each_known_mistake_gets_its_hint(mistake, problem, words):
     fn = load_solution(L.LESSON, NAMES, WRONG[mistake])[problem.names[0]]

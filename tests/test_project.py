@@ -35,3 +35,18 @@ def test_readme_names_the_two_commands_and_every_lesson_with_a_badge():
     for lesson in LESSONS:
         assert colab_url(lesson) in readme
     assert "hidden" in readme.lower() and "secret" in readme.lower()
+
+
+def test_no_notebook_markdown_holds_a_control_character():
+    """A JSON escape that ate a LaTeX backslash ("\\times" written as "\times") leaves a TAB, backspace,
+    form feed or carriage return in the text the learner reads."""
+    import json
+    bad = []
+    for nb_path in sorted((ROOT / "solutions").glob("*/*.ipynb")) + sorted((ROOT / "notebooks").glob("*/*.ipynb")):
+        for i, cell in enumerate(json.loads(nb_path.read_text())["cells"]):
+            if cell["cell_type"] != "markdown":
+                continue
+            text = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
+            for m in re.finditer(r"[\x00-\x09\x0b-\x1f\x7f]", text):
+                bad.append(f"{nb_path.relative_to(ROOT)} cell {i}: {text[max(0, m.start() - 20):m.end() + 20]!r}")
+    assert not bad, "\n".join(bad)

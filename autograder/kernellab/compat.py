@@ -29,3 +29,32 @@ def patch_interpreter_index() -> bool:
     patched._kernellab = True
     interp._patch_lang_tensor = patched
     return True
+
+
+def patch_interpreter_autotune() -> bool:
+    """The stock ``triton.autotune`` with several configurations benchmarks them on its first call, and
+    benchmarking needs a GPU driver: in the CPU interpreter it fails with "0 active drivers". When the
+    interpreter is on, run with the first configuration instead, as ``kl.autotune`` does, without
+    benchmarking and without printing. A GPU run is untouched. Returns True when the patch was applied."""
+    import os
+
+    try:
+        from triton.runtime.autotuner import Autotuner
+    except ImportError:
+        return False
+    original = Autotuner.run
+    if getattr(original, "_kernellab", False):
+        return False
+
+    def run(self, *args, **kwargs):
+        configs = self.configs
+        if len(configs) <= 1 or os.environ.get("TRITON_INTERPRET", "0").lower() not in ("1", "true", "on", "yes"):
+            return original(self, *args, **kwargs)
+        self.configs = configs[:1]  # Autotuner.run's single-config path: no benchmark, no driver
+        try:
+            return original(self, *args, **kwargs)
+        finally:
+            self.configs = configs
+    run._kernellab = True
+    Autotuner.run = run
+    return True

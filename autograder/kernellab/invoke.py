@@ -2,9 +2,13 @@
 from __future__ import annotations
 
 import inspect
+import sysconfig
 import traceback
 
 import torch
+
+
+_STDLIB = sysconfig.get_paths()["stdlib"].replace("\\", "/") + "/"  # functools' cached_property is no learner's line
 
 
 def _student_frame(exc: BaseException) -> str:
@@ -12,10 +16,29 @@ def _student_frame(exc: BaseException) -> str:
     frames = traceback.extract_tb(exc.__traceback__)
     for fr in reversed(frames):
         f = fr.filename.replace("\\", "/")
-        if any(p in f for p in ("/kernellab/", "/torch/", "/triton/", "site-packages")):
+        if any(p in f for p in ("/kernellab/", "/torch/", "/triton/", "site-packages")) or f.startswith(_STDLIB):
             continue
         return f" (raised at line {fr.lineno}: `{(fr.line or '').strip()}`)"
     return ""
+
+
+def _static_assert(exc: BaseException) -> str | None:
+    """For a failed ``tl.static_assert`` in the interpreter (an AssertionError raised by Triton's stand-in,
+    wrapped in an InterpreterError whose text may be just "AssertionError('')"): where in the learner's
+    kernel it failed, its source line and its message."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, AssertionError):
+            frames = traceback.extract_tb(exc.__traceback__)
+            for i, fr in enumerate(frames):
+                if fr.name.endswith("static_assert") and i > 0:
+                    kernel = frames[i - 1]
+                    text = str(exc).strip()
+                    return (f"tl.static_assert failed in your kernel at line {kernel.lineno}: "
+                            f"`{(kernel.line or '').strip()}`" + (f": {text}" if text else ""))
+        exc = exc.__cause__ or exc.__context__
+    return None
 
 
 class Refused(Exception):
@@ -39,9 +62,16 @@ def describe_exception(exc: BaseException, call: str) -> str:
         return (f"The Triton kernel in {call} needs more on-chip resources than this GPU has ({first}). "
                 "Use smaller blocks or fewer num_stages; when autotuning, include configurations that fit "
                 "(kl.tuning.show_configs lists each one's shared memory; a T4 has 64 KB).")
+    static = _static_assert(exc)
+    if static:
+        return f"{call}: {static}."
     if "CompilationError" in name or "CompileTimeAssertionFailure" in name:
         detail = " ".join(s.strip() for s in msg[-3:] if s.strip())
         return f"The Triton kernel in {call} did not compile: {detail[:400]}"
+    if isinstance(exc, RuntimeError) and "active drivers" in first:
+        return (f"{call} raised RuntimeError: {first.rstrip('.')}: triton.autotune benchmarks its "
+                "configurations on a GPU, and the CPU interpreter has no GPU driver to time them with; here use kl.autotune (it runs the "
+                "first configuration when interpreting) or launch the kernel with one configuration.")
     if isinstance(exc, RuntimeError) and ("CUDA error" in first or "illegal memory" in first.lower()):
         return (f"{call} caused a CUDA error: {first}. This usually means a load or store outside the "
                 "tensors (check masks and offsets). CUDA errors are sticky: restart the kernel "

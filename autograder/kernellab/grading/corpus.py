@@ -243,6 +243,9 @@ def add(x, y):
     return out
 """
 
+_STOCK_AUTOTUNED_ADD = _AUTOTUNED_ADD.replace("@kl.autotune(", "@triton.autotune(").replace(
+    "             key=", "                 key=")  # what the Triton tutorials write: benchmarked on a GPU
+
 _TAIL_LAUNCH_ADD = """@triton.jit
 def add_kernel(x_ptr, y_ptr, out_ptr, start, n, BLOCK: tl.constexpr, MASKED: tl.constexpr):
     offsets = start + tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
@@ -346,6 +349,8 @@ CONTROLS = [
     Entry("small_blocks_one_warp", L1, "add_correct", "BLOCK=128, one warp", _slow_add, expect="full"),
     Entry("autotuned_add", L1, "add_correct", "autotuned over three block sizes", _whole("add_code", _AUTOTUNED_ADD),
           expect="full"),
+    Entry("stock_autotuned_add", L1, "add_correct", "triton.autotune (not kl.autotune) over three block sizes",
+          _whole("add_code", _STOCK_AUTOTUNED_ADD), expect="full"),
     Entry("grid_stride_add", L1, "add_correct", "a fixed grid looping over the array", _whole("add_code", _GRID_STRIDE_ADD),
           expect="full"),
     Entry("tail_in_its_own_launch", L1, "add_correct", "odd lengths: unmasked whole blocks, then one masked tail launch",

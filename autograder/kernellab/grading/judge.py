@@ -63,10 +63,10 @@ def replay_case(problem, case, rec: dict, folder: str, device: str):
             return CallResult(case.label, error=f"{what} returned shape {tuple(o.shape)}; expected {tuple(want_shape)}.")
     hit = rp.first_output_guard_hit()
     if hit is not None or not rp.guards_intact():
-        return CallResult(case.label, error=(
-            f"{call} wrote past the end of {'its output' if hit is not None else 'a buffer it allocated'}"
-            f"{f' (at least {hit + 1} element(s) beyond it)' if hit is not None else ''}. "
-            "Mask the stores of the last block: tl.store(..., mask=offsets < n)."))
+        overrun = (f"{call} wrote past the end of its output (at least {hit + 1} element(s) beyond it)."
+                   if hit is not None else f"{call} wrote past the end of a buffer it allocated.")
+        return CallResult(case.label, overrun=overrun, error=(
+            overrun + " Mask the stores of the last block: tl.store(..., mask=offsets < n)."))
     for i, (g, b) in enumerate(zip([g for g in guards if g is not None], before)):
         if not g.guard_intact():
             return CallResult(case.label, error=f"{call} wrote past the end of input {i}.")

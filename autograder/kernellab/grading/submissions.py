@@ -77,6 +77,8 @@ def known_wrong(lesson: str, source_nb) -> dict:
             "zero_padding": edit("softmax_code", 'other=-float("inf"))', "other=0.0)"),
             "row_stride_from_cols": edit("softmax_code", "x.stride(0), out.stride(0)", "n_cols, n_cols"),
             "unbiased_variance": edit("add_layernorm_code", "axis=1) / n_cols + eps)", "axis=1) / (n_cols - 1) + eps)"),
+            "output_with_x_stride": edit("add_layernorm_code", "x.stride(0), residual.stride(0), out.stride(0)",
+                                         "x.stride(0), residual.stride(0), x.stride(0)"),
             "one_pass_variance": edit("add_layernorm_code",
                                       "rstd = 1.0 / tl.sqrt(tl.sum(d * d, axis=1) / n_cols + eps)",
                                       "rstd = 1.0 / tl.sqrt(tl.sum(h * h, axis=1) / n_cols - mean * mean + eps)"),

@@ -39,6 +39,7 @@ class CallResult:
     reads: int | None = None  # elements read from input 0 (counted in the interpreter; None: not counted)
     extra_bytes: int | None = None  # bytes the call allocated besides its outputs (None: not counted)
     record: dict | None = None  # what the call did, for the judge to replay (record.py); worker only
+    overrun: str | None = None  # the error's first sentence when the output was written past its end
 
 
 @dataclasses.dataclass
@@ -188,9 +189,9 @@ def run_case(fn, problem: CorrectnessProblem, case: Case, device: str, record_ca
     for g in st.allocations:
         hit = g.first_guard_hit()
         if hit is not None:
-            return CallResult(case.label, error=(
-                f"{call} wrote past the end of its output (at least {hit + 1} element(s) beyond it). "
-                "Mask the stores of the last block: tl.store(..., mask=offsets < n)."))
+            overrun = f"{call} wrote past the end of its output (at least {hit + 1} element(s) beyond it)."
+            return CallResult(case.label, overrun=overrun, error=(
+                overrun + " Mask the stores of the last block: tl.store(..., mask=offsets < n)."))
     for i, (g, b) in enumerate(zip([g for g in guards if g is not None], before)):
         if not g.guard_intact():
             return CallResult(case.label, error=f"{call} wrote past the end of input {i}.")
@@ -233,7 +234,11 @@ def judge_correctness(problem: CorrectnessProblem, cases: list, results: list) -
     worst, wrong = 0.0, []
     for case, res in zip(list(cases) + cases[:1], results):
         if res.error:
-            return Outcome(problem.id, 0.0, res.error, details)
+            # An overrun only where earlier cases passed and this one has a tag they lack (a row stride):
+            # that tag's hint, not "mask the stores", says what went wrong.
+            ran = list(cases)[:len(results)]
+            hint = pattern_hint(problem, ran, {case.label} | {w[0] for w in wrong}) if res.overrun else ""
+            return Outcome(problem.id, 0.0, res.overrun + " " + hint.strip() if hint else res.error, details)
         v = compare_outputs(problem, res.output, problem.reference(case), case.label)
         worst = max(worst, v.rel_error or 0.0)
         if not v.ok:
