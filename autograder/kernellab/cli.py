@@ -52,6 +52,14 @@ def main(argv=None) -> int:
     t.add_argument("lesson", nargs="?", default=None, help="lesson id (all actions but export)")
     t.add_argument("--course", default=".", help="the nbgrader course folder (autograder/)")
     t.add_argument("--out", default=None, help="report: the HTML file (default reports/<lesson>.html)")
+    gr = sub.add_parser("grade", help="grade one submitted notebook by the grade of record (worker + judge)")
+    gr.add_argument("notebook", help="the submitted .ipynb")
+    gr.add_argument("--json", default=None, help="write {problems: {id: {points, max, message}}, device} here")
+    gr.add_argument("--problems", default="", help="comma-separated grade_ids (default: every problem)")
+    gr.add_argument("--secret-file", default=None, help="the course secret (default: KERNELLAB_SECRET or "
+                                                          "autograder/.kernellab_secret)")
+    gr.add_argument("--student", default=None, help="the student's name, for the seeds (default: the file's name)")
+    gr.add_argument("--lesson", default=None, help="lesson id (default: from the file name or its graded cells)")
     sub.add_parser("fingerprint", help="print this machine's one-line device fingerprint")
     args = ap.parse_args(argv)
     if args.cmd == "build":
@@ -115,6 +123,10 @@ def main(argv=None) -> int:
         if args.action != "export" and not args.lesson:
             ap.error(f"term {args.action} needs a lesson id")
         return term_main(args.action, args.lesson, args.course, args.out)
+    elif args.cmd == "grade":
+        from .grading.grade_one import main as grade_main
+        return grade_main(args.notebook, args.json, _split(args.problems), args.secret_file, args.student,
+                          args.lesson)
     elif args.cmd == "fingerprint":
         from .device import fingerprint
         print(fingerprint())
