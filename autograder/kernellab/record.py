@@ -86,9 +86,12 @@ class Recording:
 
     def locate(self, ptr: int) -> tuple[int, int] | None:
         """(buffer index, byte offset) of an address inside a known buffer, or None."""
-        for i, b in enumerate(self.buffers):
-            if b.start <= ptr <= b.start + b.nbytes:
-                return i, ptr - b.start
+        # Strictly inside first: on a GPU the caching allocator packs buffers end to end, so the end of one
+        # is often the start of the next. The end itself only for a pointer no buffer holds (an empty view).
+        for strict in (True, False):
+            for i, b in enumerate(self.buffers):
+                if b.start <= ptr < b.start + b.nbytes or (not strict and ptr == b.start + b.nbytes):
+                    return i, ptr - b.start
         return None
 
     def view(self, t: torch.Tensor, what: str) -> dict | None:
