@@ -33,14 +33,17 @@ class Entry:
     problem: str  # the grade_id it attacks
     threat: str  # what it tries (a row of GRADING.md's threat table, or one found here)
     edit: Callable  # solution texts (grade_id -> source) -> overrides (grade_id -> new source)
-    expect: str = "0"  # "0": gains nothing; "full": every point; "earned": the speed points its speed earns
+    # "0": gains nothing; "full": every point; "earned": the speed points its speed earns; "kernel": a forgery the
+    # judge's replay undoes by construction: graded as the kernel it recorded, its ratio at most ``max_value``
+    expect: str = "0"
     gpu: bool = False  # needs a GPU (timing, streams, a real illegal memory access)
     says: str = ""  # a phrase the grade's message must contain (the defence that caught it)
     budget_s: float | None = None  # a shorter per-phase budget (endless loops)
+    max_value: float | None = None  # "kernel": the most its measured ratio may be (what its own kernel earns)
 
     @property
     def honest(self) -> bool:
-        return self.expect != "0"
+        return self.expect not in ("0", "kernel")
 
 
 def _sub(gid: str, old: str, new: str, count: int = 1):
@@ -74,6 +77,37 @@ def _cache_edit(key: str):
 def _slow_add(text):
     return {"add_code": text["add_code"].replace("BLOCK = 4096", "BLOCK = 128").replace("num_warps=8", "num_warps=1")}
 
+
+_SLOW_MM = """
+SLOW_ATEN = torch.library.Library("aten", "IMPL")
+
+
+def slow_mm(a, b):  # the same product three times over, through bmm: correct, about 3x slower than cuBLAS
+    out = torch.bmm(a.unsqueeze(0), b.unsqueeze(0))[0]
+    for k in range(2):
+        out = torch.bmm(a.unsqueeze(0), b.unsqueeze(0))[0]
+    return out
+
+
+SLOW_ATEN.impl("mm", slow_mm, "CUDA")
+"""
+
+_WATCHED_OR_TIMED = """
+slow_matmul_kernel = triton.jit(matmul_kernel.fn.fn)
+
+
+def matmul(a, b):
+    # The checker hands guarded inputs (views into larger NaN-padded buffers); timed calls got plain ones.
+    if a.untyped_storage().nbytes() == a.numel() * a.element_size():  # timed: nobody is looking
+        return torch.matmul(a, b)
+    M, K = a.shape
+    N = b.shape[1]
+    c = torch.empty((M, N), device=a.device, dtype=a.dtype)
+    slow_matmul_kernel[(triton.cdiv(M, 16) * triton.cdiv(N, 16),)](
+        a, b, c, c, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1),
+        BLOCK_M=16, BLOCK_N=16, BLOCK_K=16, GROUP_M=8, BIAS_GELU=False, num_warps=1, num_stages=1)
+    return c
+"""
 
 def _known(lesson: str, name: str):
     """An edit taken from the lesson's known-wrong submissions (submissions.known_wrong), not written again."""
@@ -212,16 +246,24 @@ CHEATS = [
           _whole("answers_add_code", "class Anything(float):\n    def __eq__(self, other):\n        return True\n\n"
                  "ADD_BYTES = ADD_FLOPS = ADD_INTENSITY = ADD_BOUND = Anything(0.0)\n"), says="not right"),
     # ---------------------------------------------------------------- GPU only: timing
+    # Speed forgeries: the judge times a replay of the recorded call on its own stream, against a baseline in its
+    # own process, so each is graded as the kernel it recorded (the solution's add: about 1.0 of a copy).
     Entry("side_stream", L1, "add_bandwidth", "work on a side stream, returning before it is done",
           _sub("add_code", _ADD_LAUNCH, "    s = torch.cuda.Stream()\n    with torch.cuda.stream(s):\n"
-               + _ADD_LAUNCH.replace("    add", "        add")), gpu=True, says="timed runs were wrong"),
+               + _ADD_LAUNCH.replace("    add", "        add")), gpu=True, expect="kernel", max_value=1.1),
     Entry("speed_cache_on_pointers", L1, "add_bandwidth", "replay the last result when the inputs sit at the same "
           "address (timed reps)", lambda t: _cache_edit("x.data_ptr(), y.data_ptr(), x.numel()")(t), gpu=True,
-          says=""),
+          expect="kernel", max_value=1.1),
     Entry("speed_lazy_after_warmup", L1, "add_bandwidth", "skip the work after the first calls (timed calls)",
           _sub("add_code", _ADD_HEAD, "CALLS = [0]\n\n" + _ADD_HEAD + "    CALLS[0] += 1\n"
                "    if CALLS[0] > 2:\n" + _DUMMY.replace("    ", "        ", 1) + "        return out\n"), gpu=True,
-          says="timed runs were wrong"),
+          expect="kernel", max_value=1.1),
+    Entry("slow_the_baseline_mm", L2, "matmul_speed", "slow the baseline: a torch.library CUDA kernel registered "
+          "for aten::mm in the learner's cell (3.72x cuBLAS on the old path)",
+          _whole("matmul_code", _SLOW_MM, keep_solution=True), gpu=True, expect="kernel", max_value=1.15),
+    Entry("watched_kernel_timed_torch", L2, "matmul_speed", "tell the watched call from the timed ones: a slow "
+          "16 x 16-tile kernel when watched, torch.matmul otherwise (1.00x on the old path)",
+          _whole("matmul_code", _WATCHED_OR_TIMED, keep_solution=True), gpu=True, expect="kernel", max_value=0.3),
     Entry("illegal_memory_access", L1, "add_correct", "an illegal memory access (sticky CUDA error)",
           _known(L1, "illegal_address"), gpu=True, says="died"),
 ]
@@ -419,6 +461,10 @@ def verdict(r: dict, e: Entry) -> tuple[bool, str]:
     if e.expect == "0":
         ok = r["score"] == 0 and (not e.says or e.says.lower() in r["why"].lower())
         want = "0" + (f", says '{e.says}'" if e.says else "")
+    elif e.expect == "kernel":  # refused outright, or timed as the kernel it recorded: no inflated ratio
+        ok = not r["flagged"] and (r["value"] is None and r["score"] == 0 or
+                                   r["value"] is not None and r["value"] <= e.max_value)
+        want = f"graded as its kernel: ratio <= {e.max_value:g}"
     elif e.expect == "full":
         ok, want = r["score"] == r["points"], "full points"
     else:  # earned: a speed verdict from a measured ratio, not flagged, not refused
@@ -449,8 +495,8 @@ def run(entries=None, progress: bool = True, seed: int = 20261122) -> list[dict]
 def write(results: list[dict], out: pathlib.Path) -> str:
     from ..bench import _header, md_table
     out.mkdir(parents=True, exist_ok=True)
-    cheats = [r for r in results if r["expect"] == "0"]
-    honest = [r for r in results if r["expect"] != "0"]
+    cheats = [r for r in results if r["expect"] in ("0", "kernel")]
+    honest = [r for r in results if r["expect"] not in ("0", "kernel")]
     lines = ["# Cheat corpus and honest controls", ""] + _header() + ["", (
         "Each submission is the reference solution with one cell changed, graded by the grade of record (a fresh "
         "child process per problem). 'untouched' counts the lesson's other problems whose cells it leaves as the "
