@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import torch
 
-from ...problems.base import Answer, AnswersProblem, Case, CorrectnessProblem, SpeedProblem
 from ... import learner
+from ...problems.base import Answer, AnswersProblem, Case, CorrectnessProblem, SpeedProblem
 
 LESSON = "01_roofline_vector_add"
 

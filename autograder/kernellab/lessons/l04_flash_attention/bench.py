@@ -28,9 +28,9 @@ def _time_shape(fwd, bwd, D: int, N: int, causal: bool, rounds: int) -> dict:
     """One shape: TFLOP/s of the solution and of each SDPA backend, forward and backward, and the solution's
     errors on a slice of the batch (the tensors and SDPA's graphs go when this returns)."""
     from ...compare import rel_error
+    from ...timing import interleaved
     from ..attention import attention_flops, attention_grads_reference, attention_reference, qkv
     from ..l05_flash_attention_backward.problems import sdpa_backward_of
-    from ...timing import interleaved
     q, k, v, do = qkv(torch.Generator(DEVICE.torch_device).manual_seed(N + D), B, H, N, D, n=4,
                       device=DEVICE.torch_device)
     o, lse = fwd(q, k, v, causal)

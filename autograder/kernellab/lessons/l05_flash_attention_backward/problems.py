@@ -235,8 +235,8 @@ def dkdv_visits(n_ctx: int, block_m: int, block_n: int, causal: bool, program: i
 
 def backward_tiles(n_ctx: int = 1000, block_m: int = 64, block_n: int = 128, causal: bool = True):
     """The two backward kernels' walks over P (ipywidgets): dK/dV down a column, dQ along a row."""
-    from .widgets import backward_tiles as _tiles
     from ..l04_flash_attention.problems import program_visits
+    from .widgets import backward_tiles as _tiles
     return _tiles(dkdv_visits, program_visits, n_ctx, block_m, block_n, causal)
 
 

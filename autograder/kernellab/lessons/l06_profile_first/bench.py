@@ -23,9 +23,9 @@ def _rows(rows, ridge, top=8) -> list[dict]:
 
 
 def bench_lesson06(quick: bool = False) -> dict:
-    from ...notebook_cells import load_solution
     from ...ceilings import measure_ceilings
     from ...compare import rel_error
+    from ...notebook_cells import load_solution
     from . import problems as L
     block_forward = load_solution(LESSON, ("block_forward",))["block_forward"]
     ridge = measure_ceilings(quiet=True).ridge or L._example_ridge()
