@@ -127,7 +127,7 @@ def test_cached_buffer_is_refused():
 
 
 def test_fused_checks_and_speed_cells_without_gpu(capsys):
-    ns = __import__("kernellab.bench", fromlist=["load_solution"]).load_solution(
+    ns = __import__("kernellab.notebook_cells", fromlist=["load_solution"]).load_solution(
         "01_roofline_vector_add", ("add", "silu_gate"))
     assert L.check_silu_gate(ns["silu_gate"]) is None
     assert L.check_silu_gate_speed(ns["silu_gate"]) is None  # CPU: explains, awards nothing

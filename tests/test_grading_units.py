@@ -5,8 +5,8 @@ import pytest
 from nbformat.v4 import new_code_cell, new_notebook
 
 from kernellab.grading.harness import clamp_points
-from kernellab.grading.notebook_code import sources_for
 from kernellab.grading.secret import problem_seed
+from kernellab.notebook_cells import sources_for
 
 
 def _nb(*cells):
@@ -55,7 +55,7 @@ def test_seeds_differ_per_student_and_problem_and_depend_on_the_secret():
 
 def _grade(src, monkeypatch, **budgets):
     from kernellab.grading import harness
-    from kernellab.lessons.lesson01 import ADD
+    from kernellab.lessons.l01_roofline_vector_add.problems import ADD
     for k, v in budgets.items():
         monkeypatch.setattr(harness, k, v)
     return harness.grade_problem(ADD, _nb(_sol(src, "add_code")), seed=1234, lesson="01_roofline_vector_add")
@@ -88,8 +88,8 @@ def test_the_learners_own_check_applies_the_grading_rules():
     # A function defined in a notebook cell (here registered the way exec_cells does, as IPython does) whose
     # cell breaks a rule fails the learner's check with the same explanation the grade of record gives.
     from kernellab import learner
-    from kernellab.grading.notebook_code import exec_cells, new_namespace
-    from kernellab.lessons.lesson01 import ADD
+    from kernellab.notebook_cells import exec_cells, new_namespace
+    from kernellab.lessons.l01_roofline_vector_add.problems import ADD
     from kernellab.report import CheckFailed
     ns = new_namespace("01_roofline_vector_add")
     exec_cells(["import os\n\ndef add(x, y):\n    return x + y\n"], ns, tag="rules")

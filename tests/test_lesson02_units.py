@@ -3,15 +3,15 @@ failure patterns, shared-memory accounting for a T4, the order widget's arithmet
 import pytest
 import torch
 
-from kernellab.bench_matmul import _load
 from kernellab.grading import submissions as S
-from kernellab.build import repo_root
 from kernellab.guarded import GUARD, Guarded
 from kernellab.lessons import lesson02 as L
+from kernellab.lessons.l02_tiled_matmul.bench import _load
+from kernellab.lessons.l02_tiled_matmul.widgets import wave_footprint
+from kernellab.paths import repo_root
 from kernellab.problems.base import CallResult, judge_correctness, judge_function, run_function, seeded_generator
 from kernellab.report import CheckFailed
 from kernellab.tuning import T4_SHARED_BYTES, shared_bytes
-from kernellab.widgets import wave_footprint
 
 SRC = S.read(repo_root() / "solutions" / L.LESSON / f"{L.LESSON}.ipynb")
 

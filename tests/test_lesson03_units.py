@@ -7,15 +7,15 @@ import pytest
 import torch
 
 from kernellab import learner
-from kernellab.bench import load_solution
-from kernellab.build import repo_root
 from kernellab.grading import submissions as S
 from kernellab.lessons import lesson03 as L
+from kernellab.lessons.l03_fused_softmax_layernorm.widgets import online_softmax_trace
+from kernellab.notebook_cells import load_solution
+from kernellab.paths import repo_root
 from kernellab.reads import count_reads
 from kernellab.report import CheckFailed
 from kernellab.timing import escaped
 from kernellab.traffic import traffic
-from kernellab.widgets import online_softmax_trace
 
 SRC = S.read(repo_root() / "solutions" / L.LESSON / f"{L.LESSON}.ipynb")
 WRONG = S.known_wrong(L.LESSON, SRC)
@@ -103,7 +103,7 @@ def test_launch_bound_kernels_are_not_flagged_but_hidden_work_is():
 def test_benchmark_runs_end_to_end_through_the_shared_timers(monkeypatch, tmp_path):
     """The GPU benchmark's plumbing on the CPU: real solution kernels in the interpreter on small shapes,
     torch.compile and the GPU timer replaced (the timer by fixed times, so the ratios are known)."""
-    import kernellab.bench_softmax as B
+    import kernellab.lessons.l03_fused_softmax_layernorm.bench as B
     import kernellab.timing as T
 
     times = {"solution": 0.5, "online": 0.5}

@@ -4,12 +4,12 @@ import types
 
 import pytest
 
-from kernellab.bench import load_solution
-from kernellab.build import repo_root
 from kernellab.grading.submissions import known_wrong, read
 from kernellab.learner import _correctness
 from kernellab.lessons import lesson04 as L4
 from kernellab.lessons import lesson05 as L5
+from kernellab.notebook_cells import load_solution
+from kernellab.paths import repo_root
 from kernellab.problems.base import Case, CorrectnessProblem, pattern_hint
 
 SRC4 = read(repo_root() / "solutions" / L4.LESSON / f"{L4.LESSON}.ipynb")
@@ -68,7 +68,7 @@ def test_both_training_runs_start_from_the_same_weights_and_data():
 def test_attention_benchmark_runs_end_to_end_on_the_cpu(monkeypatch, tmp_path):
     """The GPU benchmark's plumbing with the solution kernels in the interpreter on small shapes: SDPA's
     backends, the GPU timer and the allocator's peak replaced (fixed times, so the ratios are known)."""
-    import kernellab.bench_attention as BA
+    import kernellab.lessons.l04_flash_attention.bench as BA
     import kernellab.lessons.attention as A
     import kernellab.timing as T
 
@@ -107,8 +107,8 @@ def test_a_missing_key_mask_is_named_however_many_causal_tail_cases_pass():
 def test_backward_schedules_cover_every_visible_tile_once_per_kernel(n_ctx, block_m, block_n, causal):
     # The lesson 05 widget's claim: the dK/dV kernel (down the key columns) and the dQ kernel (along the query
     # rows) each visit every visible tile of P exactly once, with a mask exactly where some lane needs one.
-    from kernellab.lessons.lesson04 import program_visits
-    from kernellab.lessons.lesson05 import dkdv_visits
+    from kernellab.lessons.l04_flash_attention.problems import program_visits
+    from kernellab.lessons.l05_flash_attention_backward.problems import dkdv_visits
     n_qb, n_kb = -(-n_ctx // block_m), -(-n_ctx // block_n)
 
     def truth(i, j):  # by brute force over the padded tile's lanes
@@ -126,7 +126,7 @@ def test_backward_schedules_cover_every_visible_tile_once_per_kernel(n_ctx, bloc
 def test_backward_tiles_widget_draws_without_a_browser():
     import matplotlib
     matplotlib.use("Agg")
-    from kernellab.lessons.lesson05 import backward_tiles
+    from kernellab.lessons.l05_flash_attention_backward.problems import backward_tiles
     ui = backward_tiles(n_ctx=300, block_m=64, block_n=32)
     assert ui is not None and len(ui.children) == 3
     key_block = ui.children[0].children[0]

@@ -160,7 +160,7 @@ def test_block_reference_matches_eager_in_float32_and_the_flop_count():
 def test_block_benchmark_runs_end_to_end_on_the_cpu(monkeypatch, tmp_path):
     """The GPU benchmark's plumbing with the solution in the interpreter on a small block: the timer replaced
     by fixed times (the solution twice as fast as eager), the profiles real (CPU)."""
-    import kernellab.bench_block as BB
+    import kernellab.lessons.l06_profile_first.bench as BB
     import kernellab.timing as T
 
     monkeypatch.setattr(T, "interleaved", lambda fns, rounds: {k: 0.5 if k == "yours" else 1.0 for k in fns}
@@ -197,7 +197,7 @@ def test_regrade_grades_in_fresh_processes_and_reports_the_spread(tmp_path):
 def test_amdahl_and_the_payoff_widget():
     import matplotlib
     matplotlib.use("Agg")
-    from kernellab.widgets import amdahl, kernel_payoff
+    from kernellab.lessons.l06_profile_first.widgets import amdahl, kernel_payoff
     assert amdahl(0.5, float("inf")) == 2.0
     assert abs(amdahl(0.86, 10) - 1 / (0.14 + 0.086)) < 1e-12
     assert amdahl(0.0, 100) == 1.0 and amdahl(1.0, 4) == 4.0
@@ -226,7 +226,7 @@ def test_headless_runs_get_a_static_picture_instead_of_widgets(monkeypatch, var,
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    from kernellab.widgets import kernel_payoff
+    from kernellab.lessons.l06_profile_first.widgets import kernel_payoff
     monkeypatch.setenv(var, value)
     shown = []
     monkeypatch.setattr(plt, "show", lambda *a, **k: shown.append(plt.gcf()))

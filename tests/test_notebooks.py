@@ -10,8 +10,9 @@ import pytest
 from nbclient import NotebookClient
 
 from kernellab._meta import GIT_URL, colab_url
-from kernellab.build import generate_fresh, tool_env
+from kernellab.build import generate_fresh
 from kernellab.lessons import LESSONS
+from kernellab.paths import tool_env
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 

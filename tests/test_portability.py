@@ -9,10 +9,9 @@ from triton.runtime.autotuner import Autotuner
 from triton.runtime.interpreter import InterpretedFunction
 from triton.runtime.jit import JITFunction
 
-from kernellab.bench import load_solution
-from kernellab.build import repo_root
-from kernellab.grading.notebook_code import read_notebook, sources_for
 from kernellab.lessons import LESSONS, problems_of
+from kernellab.notebook_cells import load_solution, read_notebook, sources_for
+from kernellab.paths import repo_root
 from kernellab.tuning import T4_SHARED_BYTES, shared_bytes
 
 # "tma" as a word: "softmax" contains the letters too

@@ -2,25 +2,12 @@
 from __future__ import annotations
 
 import json
-import os
 import pathlib
 import subprocess
 import sys
 
 from .lessons import LESSONS
-
-
-def repo_root() -> pathlib.Path:
-    return pathlib.Path(__file__).resolve().parents[2]
-
-
-def tool_env() -> dict:
-    """Environment for nbgrader subprocesses: this Python's scripts folder on PATH (nbgrader calls
-    the ``alembic`` executable) and this checkout's kernellab importable (a course copy has none)."""
-    env = dict(os.environ)
-    env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
-    env["PYTHONPATH"] = str(repo_root() / "autograder") + os.pathsep + env.get("PYTHONPATH", "")
-    return env
+from .paths import repo_root, tool_env
 
 
 def strip_outputs(path: pathlib.Path) -> bool:

@@ -11,48 +11,14 @@ Results go to DIR/gpu_report.md and DIR/gpu_report.json.
 from __future__ import annotations
 
 import json
-import os
 import pathlib
 import sys
-import time
 
-from .bench import _header, run_bench
-from .build import repo_root
+from .bench import run_bench
 from .lessons import LESSONS
-
-
-# Appended to a notebook run by execute_notebook: prints what every check said (learner.VERDICTS).
-_VERDICT_MARK = "KERNELLAB-VERDICTS "
-_VERDICT_CELL = ("import json as _json, kernellab.learner as _kl_learner\n"
-                 f"print({_VERDICT_MARK!r} + _json.dumps(_kl_learner.VERDICTS, default=float))")
-
-
-def execute_notebook(path: pathlib.Path) -> dict:
-    """Run a notebook top to bottom as a learner would; returns its wall time, the errors, what each
-    check cell printed and what each check decided (``verdicts``, from kernellab.learner)."""
-    import nbformat
-    from nbclient import NotebookClient
-
-    from .grading.notebook_code import grade_id
-    nb = nbformat.read(str(path), as_version=4)
-    nb.cells.append(nbformat.v4.new_code_cell(_VERDICT_CELL))
-    t0 = time.monotonic()
-    # Headless, so widgets draw a static picture: a widget cell can hang nbclient (nbclient#312).
-    NotebookClient(nb, timeout=900, kernel_name="python3", allow_errors=True,
-                   resources={"metadata": {"path": str(path.parent)}}).execute(
-        env={**os.environ, "KERNELLAB_STATIC_WIDGETS": "1"})
-    wall = time.monotonic() - t0
-    errors, outputs, verdicts = [], [], {}
-    for c in nb.cells:
-        gid = grade_id(c)
-        for o in c.get("outputs", []):
-            if o.output_type == "error":
-                errors.append(f"{gid}: {o.ename}: {o.evalue[:300]}")
-            elif o.output_type == "stream" and o.text.startswith(_VERDICT_MARK):
-                verdicts = json.loads(o.text[len(_VERDICT_MARK):])
-            elif o.output_type == "stream" and gid:
-                outputs.append(f"{gid}: {o.text.strip()[:400]}")
-    return {"wall_s": wall, "errors": errors, "outputs": outputs, "verdicts": verdicts}
+from .notebook_cells import execute_notebook
+from .paths import repo_root
+from .report import _header
 
 
 def grade_round_trip(lesson: str, students=None) -> dict:

@@ -1,7 +1,16 @@
-"""How a check speaks to the learner: one paragraph, never a traceback from inside the checker."""
+"""How the course tells what it found.
+
+To the learner: a check speaks one paragraph, never a traceback from inside the checker (CheckFailed, say,
+Score, speed_plot). In reports (benchmark, regrade, corpus, agreement): markdown tables under a header that
+names the GPU, the versions, the date and the device fingerprint (_header, md_table, met, save_roofline).
+"""
 from __future__ import annotations
 
+import datetime
+import pathlib
 import sys
+
+from .device import DEVICE, fingerprint
 
 
 class CheckFailed(Exception):
@@ -41,3 +50,34 @@ def speed_plot(outcome, problem) -> None:
     ax.set_title(f"{problem.title}: {d.get('value', 0):.2f} (band {d.get('band', '')})", fontsize=10)
     fig.tight_layout()
     plt.show()
+
+
+def _header() -> list[str]:
+    import torch
+    import triton
+    now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    return [f"- GPU: **{DEVICE.name}** ({DEVICE.cc}, {DEVICE.sms} SMs), driver {DEVICE.driver}",
+            f"- torch {torch.__version__}, triton {triton.__version__}, Python {sys.version.split()[0]}",
+            f"- date: {now}", f"- fingerprint: `{fingerprint()}`"]
+
+
+TIMING = ("Medians of interleaved rounds (CUDA events; before every run the L2 is flushed and the GPU kept "
+          "busy while the host launches, so launch cost is not timed; see timing.bench).")
+
+
+def md_table(columns: list, rows: list) -> list[str]:
+    """Markdown table lines: a header, its rule, one line per row of already formatted cells."""
+    return (["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+            + ["| " + " | ".join(str(c) for c in r) + " |" for r in rows])
+
+
+def met(value: float, target: float) -> str:
+    """A table cell saying whether a measured ratio meets its target."""
+    return "yes" if value >= target else "**no**"
+
+
+def save_roofline(points: list, title: str, path: pathlib.Path) -> None:
+    from .roofline import plot_roofline
+    ax = plot_roofline(points, title=title)
+    ax.figure.tight_layout()
+    ax.figure.savefig(path, dpi=110)

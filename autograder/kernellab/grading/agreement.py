@@ -44,9 +44,9 @@ def compare(lesson: str, verdicts: dict, record: dict) -> list[dict]:
 
 def agree(lessons, jobs: int = 4, out: pathlib.Path | None = None) -> dict:
     """Execute and grade each lesson's solution; with ``out``, the report is rewritten after every lesson."""
-    from ..bench import _header
-    from ..build import repo_root
-    from ..gpu_report import execute_notebook
+    from ..notebook_cells import execute_notebook
+    from ..paths import repo_root
+    from ..report import _header
     from .regrade import regrade
     res = {"rows": [], "notebooks": {}, "header": _header()}
     for lesson in lessons:
@@ -84,7 +84,7 @@ def _val(value) -> str:
 
 
 def write(res: dict, out: pathlib.Path) -> str:
-    from ..bench import _header, md_table
+    from ..report import _header, md_table
     out.mkdir(parents=True, exist_ok=True)
     rows = res["rows"]
     counts = {s: sum(r["state"] == s for r in rows) for s in dict.fromkeys(r["state"] for r in rows)}

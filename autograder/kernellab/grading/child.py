@@ -118,7 +118,7 @@ def main(jobdir: str, parent_pid: int) -> int:
 
     from kernellab.code_rules import broken_rules, explain
     from kernellab.grading import integrity
-    from kernellab.grading.notebook_code import exec_cells, new_namespace
+    from kernellab.notebook_cells import exec_cells, new_namespace
     cases = None
     if problem.kind == "correctness":  # read, then removed: learner code never finds the inputs on disk
         cases = torch.load(job_dir / "cases.pt", weights_only=False)

@@ -16,11 +16,11 @@ import pathlib
 import sys
 from collections.abc import Callable
 
-from ..build import repo_root
 from ..device import DEVICE
+from ..notebook_cells import sources_for
+from ..paths import repo_root
 from . import harness
 from . import submissions as S
-from .notebook_code import sources_for
 
 L1, L2, L3 = "01_roofline_vector_add", "02_tiled_matmul", "03_fused_softmax_layernorm"
 L4, L5, L6 = "04_flash_attention", "05_flash_attention_backward", "06_profile_first"
@@ -493,7 +493,7 @@ def run(entries=None, progress: bool = True, seed: int = 20261122) -> list[dict]
 
 
 def write(results: list[dict], out: pathlib.Path) -> str:
-    from ..bench import _header, md_table
+    from ..report import _header, md_table
     out.mkdir(parents=True, exist_ok=True)
     cheats = [r for r in results if r["expect"] in ("0", "kernel")]
     honest = [r for r in results if r["expect"] not in ("0", "kernel")]

@@ -10,7 +10,7 @@ import sys
 import tempfile
 import time
 
-from ..build import repo_root, tool_env
+from ..paths import repo_root, tool_env
 from . import submissions as S
 from .term import nbgrader as run_nbgrader
 

@@ -22,9 +22,9 @@ import torch
 
 from ..device import DEVICE
 from ..lessons import problems_of
+from ..notebook_cells import grade_id, sources_for
 from ..problems.base import (CallResult, Outcome, judge_answers, judge_correctness, judge_function,
                              seeded_generator)
-from .notebook_code import grade_id, sources_for
 from .secret import problem_seed
 
 # Seconds. Compilation/autotuning and the graded run have separate budgets (GRADING.md, 9).

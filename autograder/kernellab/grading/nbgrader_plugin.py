@@ -16,7 +16,7 @@ from nbformat.v4 import new_output
 from nbgrader.preprocessors import Execute, NbGraderPreprocessor
 from traitlets import Unicode
 
-from .notebook_code import grade_id, graded_test_id
+from ..notebook_cells import grade_id, graded_test_id
 
 
 def _registered(lesson: str) -> dict:

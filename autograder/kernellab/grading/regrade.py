@@ -34,12 +34,12 @@ def regrade(lesson: str, problems=None, times: int = 20, notebook=None, progress
     """
     from concurrent.futures import ThreadPoolExecutor
 
-    from ..build import repo_root
     from ..ceilings import measure_ceilings
     from ..learner import facts as device_facts
     from ..lessons import problems_of
+    from ..notebook_cells import read_notebook
+    from ..paths import repo_root
     from .harness import clamp_points, grade_problem
-    from .notebook_code import read_notebook
     nb = read_notebook(notebook or repo_root() / "solutions" / lesson / f"{lesson}.ipynb")
     wanted = problems_of(lesson)
     ids = select(lesson, problems)
@@ -96,7 +96,7 @@ def _summarise(res: dict, wanted: dict) -> dict:
 
 
 def write(res: dict, lesson: str, out: pathlib.Path) -> str:
-    from ..bench import _header, md_table
+    from ..report import _header, md_table
     out.mkdir(parents=True, exist_ok=True)
     lines = [f"# Regrade stability: {lesson}", ""] + _header() + ["", (
         "Each row: the problem graded N times, each in a fresh child process with a fresh seed. Spread = "
@@ -118,7 +118,7 @@ def write(res: dict, lesson: str, out: pathlib.Path) -> str:
 def summary(folder: pathlib.Path) -> str:
     """One table over every regrade report in ``folder``: each problem's runs with their GPU, N, scores,
     ratio range and margins, so "every problem, 20 times" can be read off in one place."""
-    from ..bench import md_table
+    from ..report import md_table
     from ..lessons import LESSONS, problems_of
     runs, notes = [], []
     for path in sorted(folder.glob("regrade_*.json")):

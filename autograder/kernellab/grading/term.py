@@ -18,8 +18,8 @@ import subprocess
 import sys
 import time
 
-from ..build import tool_env
-from .notebook_code import grade_id, read_notebook, to_python
+from ..notebook_cells import grade_id, read_notebook, to_python
+from ..paths import tool_env
 
 
 def nbgrader(course: pathlib.Path, *args, timeout: float = 3600) -> subprocess.CompletedProcess:

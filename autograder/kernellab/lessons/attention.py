@@ -1,5 +1,5 @@
-"""What lessons 04 and 05 share: attention's references, the naive and SDPA baselines, the graded
-cases, and the timed shapes."""
+"""What lessons 04 and 05 share (and lesson 06 its FLOP count): attention's references, the naive and
+SDPA baselines, the graded cases, and the timed shapes."""
 from __future__ import annotations
 
 import math

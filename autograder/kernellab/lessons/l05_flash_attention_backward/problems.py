@@ -6,10 +6,10 @@ import math
 
 import torch
 
-from .. import learner
-from ..device import DEVICE
-from ..problems.base import Answer, AnswersProblem, Case, CorrectnessProblem, SpeedProblem
-from .attention import (attention_flops, attention_grads_reference, attention_reference, attention_sdpa,
+from ... import learner
+from ...device import DEVICE
+from ...problems.base import Answer, AnswersProblem, Case, CorrectnessProblem, SpeedProblem
+from ..attention import (attention_flops, attention_grads_reference, attention_reference, attention_sdpa,
                         attention_sdpa_flash, label_for,
                         qkv, shapes, tags_for)
 
@@ -235,8 +235,8 @@ def dkdv_visits(n_ctx: int, block_m: int, block_n: int, causal: bool, program: i
 
 def backward_tiles(n_ctx: int = 1000, block_m: int = 64, block_n: int = 128, causal: bool = True):
     """The two backward kernels' walks over P (ipywidgets): dK/dV down a column, dQ along a row."""
-    from ..widgets import backward_tiles as _tiles
-    from .lesson04 import program_visits
+    from ..l04_flash_attention.problems import program_visits
+    from .widgets import backward_tiles as _tiles
     return _tiles(dkdv_visits, program_visits, n_ctx, block_m, block_n, causal)
 
 
@@ -290,7 +290,7 @@ def backward_sweep(flash_attention, flash_attention_backward, Ns=(1024, 2048, 40
 
     from tqdm.auto import tqdm
 
-    from ..timing import interleaved
+    from ...timing import interleaved
     rows = []
     for N in tqdm(list(Ns), desc="N", file=sys.stdout):
         q, k, v, do = qkv(torch.Generator("cuda").manual_seed(N), B, H, N, D, n=4, device="cuda")
@@ -303,7 +303,7 @@ def backward_sweep(flash_attention, flash_attention_backward, Ns=(1024, 2048, 40
     if plot:
         import matplotlib.pyplot as plt
 
-        from ..sweeps import plot_series
+        from ...sweeps import plot_series
         plot_series(rows, "N", "_tflops", "sequence length N", "TFLOP/s (2.5 x the forward's FLOPs)",
                     f"attention backward B={B} H={H} D={D}{' causal' if causal else ''} on {DEVICE.name}")
         plt.show()
@@ -312,7 +312,7 @@ def backward_sweep(flash_attention, flash_attention_backward, Ns=(1024, 2048, 40
 
 def roofline(flash_attention_backward=None, flash_attention=None):
     """Time the backward once more (GPU), record it and draw the roofline with every point so far."""
-    from ..roofline import measure_point, plot_roofline
+    from ...roofline import measure_point, plot_roofline
     if flash_attention_backward is not None and flash_attention is not None:
         B, H, N, D = (4, 16, 4096, 64) if DEVICE.on_gpu else (1, 2, 256, 64)
         q, k, v, do = qkv(torch.Generator(DEVICE.torch_device).manual_seed(0), B, H, N, D, n=4,
@@ -324,7 +324,7 @@ def roofline(flash_attention_backward=None, flash_attention=None):
 
 
 def going_further() -> None:
-    from ..device import explain_extensions
+    from ...device import explain_extensions
     rows = [
         ("one kernel for dK, dV and dQ with atomic adds to dQ (fewer recomputed exps, fp32 dQ scratch)", True, ""),
         ("bf16 training", DEVICE.supports_bf16(), "needs sm_80+; the interpreter has no bf16"),

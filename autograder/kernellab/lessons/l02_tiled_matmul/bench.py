@@ -8,9 +8,9 @@ import sys
 
 import torch
 
-from .compare import rel_error
-from .device import DEVICE
-from .timing import interleaved
+from ...compare import rel_error
+from ...device import DEVICE
+from ...timing import interleaved
 
 LESSON = "02_tiled_matmul"
 SIZES = (1024, 2048, 4096, 8192)
@@ -19,7 +19,7 @@ TARGETS = {1024: 0.9, 2048: 0.95, 4096: 0.95, 8192: 0.95}  # x cuBLAS (COURSE_DE
 
 def _load(overrides: dict | None = None) -> dict:
     """The solution's namespace, or a variant's (some solution cells replaced)."""
-    from .bench import load_solution
+    from ...notebook_cells import load_solution
     return load_solution(LESSON, ("matmul", "matmul_bias_gelu"), overrides)
 
 
@@ -33,10 +33,10 @@ def _odd_shape_error(matmul) -> float:
 def bench_lesson02(quick: bool = False) -> dict:
     from tqdm.auto import tqdm
 
-    from .grading.submissions import known_wrong, read, solution_texts
-    from .build import repo_root
-    from .lessons.lesson02 import EPILOGUE_SHAPE, matmul_bias_gelu_eager
-    from .sweeps import matmul_sweep
+    from ...grading.submissions import known_wrong, read, solution_texts
+    from ...paths import repo_root
+    from ...sweeps import matmul_sweep
+    from .problems import EPILOGUE_SHAPE, matmul_bias_gelu_eager
 
     ns = _load()
     matmul, fused = ns["matmul"], ns["matmul_bias_gelu"]
@@ -106,8 +106,8 @@ def write_lesson02(res: dict, out: pathlib.Path) -> None:
     import matplotlib
     matplotlib.use("Agg")
 
-    from .bench import TIMING, _header, md_table, met, save_roofline
-    from .sweeps import plot_matmul_sweep
+    from ...report import TIMING, _header, md_table, met, save_roofline
+    from ...sweeps import plot_matmul_sweep
     lines = ["# Lesson 02 benchmark: tiled matmul and the fused bias + GELU epilogue", ""] + _header() + [
         "", TIMING, "", "## matmul vs cuBLAS (`torch.matmul`), square, autotuned solution", ""]
     lines += md_table(["dtype", "M=N=K", "solution TFLOP/s", "cuBLAS TFLOP/s", "x cuBLAS", "target", "met",

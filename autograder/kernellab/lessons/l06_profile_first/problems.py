@@ -12,12 +12,12 @@ from typing import NamedTuple
 import torch
 import torch.nn.functional as F
 
-from .. import learner
-from ..device import DEVICE
-from ..invoke import Refused
-from ..problems.base import AnswersProblem, Case, CorrectnessProblem, Outcome, SpeedProblem
-from ..watch import current, policy
-from .attention import attention_flops
+from ... import learner
+from ...device import DEVICE
+from ...invoke import Refused
+from ...problems.base import AnswersProblem, Case, CorrectnessProblem, Outcome, SpeedProblem
+from ...watch import current, policy
+from ..attention import attention_flops
 
 LESSON = "06_profile_first"
 EPS = 1e-5
@@ -146,8 +146,8 @@ def block_flops(s: Shape, backward: bool = False) -> float:
 # ------------------------------------------------------------------ numeric answers read off a profile
 def profile_eager(show: bool = True, plot: bool = True, iters: int = 5):
     """Profile the eager block's forward on this device; rows sorted by time (see kernellab.profiling)."""
-    from ..ceilings import measure_ceilings
-    from ..profiling import show as show_rows
+    from ...ceilings import measure_ceilings
+    from ...profiling import show as show_rows
     s, dtype = profile_shape()
     rows = profile_step(block_eager, s, dtype, iters=iters)
     if show:
@@ -163,12 +163,12 @@ def profile_eager(show: bool = True, plot: bool = True, iters: int = 5):
 
 def bound(intensity: float) -> str:
     """'memory' or 'compute': an intensity against this device's ridge point (lesson 01's ceilings)."""
-    from ..ceilings import measure_ceilings
+    from ...ceilings import measure_ceilings
     return measure_ceilings(quiet=True).bound(intensity)
 
 
 def _example_ridge() -> float:
-    from ..ceilings import EXAMPLE
+    from ...ceilings import EXAMPLE
     return EXAMPLE.ridge
 
 
@@ -185,7 +185,7 @@ def plot_profile(rows, top: int = 10, title: str | None = None):
 
 def kernel_payoff(rows, top: int = 10):
     """Pick ops of a profile and a speedup: what the whole block would gain (Amdahl's law, ipywidgets)."""
-    from ..widgets import kernel_payoff as _payoff
+    from .widgets import kernel_payoff as _payoff
     shares = {r.op.replace("aten::", ""): r.share for r in rows[:top]}
     rest = 1.0 - sum(shares.values())
     if rest > 1e-9:
@@ -340,7 +340,7 @@ def layernorm_through_autograd(cls, x, residual, weight, bias, dy, eps):
 
 
 def ln_function_case(gen, rows, cols, offset=0.0) -> Case:
-    from .lesson03 import ln_case
+    from ..l03_fused_softmax_layernorm.problems import ln_case
     c = ln_case(gen, rows, cols, "fp16", offset=offset)
     x, r, w, b, eps = c.inputs
     dy = torch.randn(rows, cols, generator=gen).half()
@@ -496,7 +496,7 @@ check_block_train_speed = learner.checker(BLOCK_TRAIN_SPEED)
 def roofline_of(rows, top: int = 10):
     """Each profiled op that does arithmetic, on this device's roofline (ops that only copy have no FLOPs and
     sit at intensity 0: listed, not drawn)."""
-    from ..roofline import plot_roofline
+    from ...roofline import plot_roofline
     points, copies = [], []
     for r in rows[:top]:
         if r.flops is None:
@@ -529,7 +529,7 @@ def time_block(fns: dict, s: Shape = GPU_SHAPE, rounds: int = 3, progress: bool 
 
     from tqdm.auto import tqdm
 
-    from ..timing import interleaved
+    from ...timing import interleaved
     dev = DEVICE.torch_device
     x, params, dout, H = unpack(block_inputs(torch.Generator(dev).manual_seed(1), s, torch.float16, dev))
     res = {}
@@ -584,7 +584,7 @@ def compare_block(block_forward, rounds: int = 3):
 def profile_step(forward, s: Shape, dtype=torch.float16, train: bool = False, iters: int = 3):
     """Profile rows of ``forward(x, params, n_heads)`` on this device, or of a training step's GPU work
     (forward, then the gradients of x and every weight) with ``train``."""
-    from ..profiling import profile
+    from ...profiling import profile
     dev = DEVICE.torch_device
     x, params, dout, H = unpack(block_inputs(torch.Generator(dev).manual_seed(6), s, dtype, dev))
     if not train:
@@ -598,8 +598,8 @@ def profile_step(forward, s: Shape, dtype=torch.float16, train: bool = False, it
 
 def profile_yours(block_forward, top: int = 8):
     """The block again with your kernels, forward and training step: what is left to win, and where."""
-    from ..ceilings import measure_ceilings
-    from ..profiling import show
+    from ...ceilings import measure_ceilings
+    from ...profiling import show
     if not DEVICE.on_gpu:
         print("No GPU: a profile here would time Triton's CPU interpreter running your kernels in Python - "
               "nothing to act on. assets/bench/lesson06.md has an H100's profiles of this block with the "
@@ -615,7 +615,7 @@ def profile_yours(block_forward, top: int = 8):
 
 
 def going_further() -> None:
-    from ..device import explain_extensions
+    from ...device import explain_extensions
     rows = [
         ("a Triton LayerNorm backward (dx by row, dweight/dbias by column blocks with a second reduction)", True, ""),
         ("fuse the bias and GELU into the first MLP matmul (lesson 02's epilogue)", True, ""),

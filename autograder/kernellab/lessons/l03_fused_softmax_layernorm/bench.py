@@ -8,7 +8,7 @@ import pathlib
 
 import torch
 
-from .device import DEVICE
+from ...device import DEVICE
 
 LESSON = "03_fused_softmax_layernorm"
 COLS = (512, 1024, 2048, 4096, 8192, 16384, 32768)
@@ -20,14 +20,14 @@ TARGETS = {"vs_torch": 1.0, "vs_eager": 5.0, "ln_vs_compile": 1.0}  # COURSE_DES
 
 
 def _load(overrides: dict | None = None) -> dict:
-    from .bench import load_solution
+    from ...notebook_cells import load_solution
     return load_solution(LESSON, ("softmax", "online_softmax", "add_layernorm"), overrides)
 
 
 def bench_lesson03(quick: bool = False) -> dict:
-    from .build import repo_root
-    from .grading.submissions import read, solution_texts
-    from .lessons import lesson03 as L
+    from ...grading.submissions import read, solution_texts
+    from ...paths import repo_root
+    from . import problems as L
 
     ns = _load()
     code = solution_texts(read(repo_root() / "solutions" / LESSON / f"{LESSON}.ipynb"))["softmax_code"]
@@ -62,8 +62,8 @@ def write_lesson03(res: dict, out: pathlib.Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from .bench import TIMING, _header, md_table, met, save_roofline
-    from .sweeps import plot_gbps
+    from ...report import TIMING, _header, md_table, met, save_roofline
+    from ...sweeps import plot_gbps
     lines = ["# Lesson 03 benchmark: fused softmax, online softmax, add + LayerNorm", ""] + _header() + [
         "", TIMING, "", "GB/s count the bytes a fused kernel must move (softmax: the input read once and the "
         "output written once; add + LayerNorm: x and the residual read, y written), for every contender.", "",

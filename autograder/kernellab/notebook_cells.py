@@ -1,13 +1,21 @@
-"""Take the learner's code out of a submitted notebook, without running it.
+"""A course notebook as code: read it, find the cells that define some names, run them.
 
-For one problem the child process runs only the cells that define the problem's names, plus
+For one problem the grading child process runs only the cells that define the problem's names, plus
 the earlier cells those depend on: a crash at the top of an unrelated cell cannot cost this
 problem. Cells are found by nbgrader metadata; if that was stripped, by what they define.
+The benchmark runs the solution's cells the same way (load_solution), and the GPU report and the
+agreement check run whole notebooks (execute_notebook).
 """
 from __future__ import annotations
 
 import ast
 import itertools
+import json
+import os
+import pathlib
+import time
+
+from .paths import repo_root
 
 
 def to_python(source: str) -> str:
@@ -126,7 +134,7 @@ def new_namespace(lesson: str | None = None) -> dict:
     ns = {"__name__": "__submission__"}
     exec(_PRELUDE, ns)
     if lesson:
-        from ..lessons import lesson_module
+        from .lessons import lesson_module
         ns["L"] = lesson_module(lesson)
     return ns
 
@@ -150,3 +158,50 @@ def read_notebook(path):
     import nbformat  # here, not at the top: the grading child imports this module, and nbformat's schema
     return nbformat.read(str(path), as_version=4)  # validator costs it about 1.5 s of start-up
 
+
+def load_solution(lesson: str, names: tuple, overrides: dict | None = None) -> dict:
+    """Execute the solution cells that define ``names`` (from solutions/); ``overrides`` (grade_id ->
+    source) replaces some cells, to run a variant of the solution."""
+    nb = read_notebook(repo_root() / "solutions" / lesson / f"{lesson}.ipynb")
+    for c in nb.cells:
+        if grade_id(c) in (overrides or {}):
+            c.source = overrides[grade_id(c)]
+    sources, missing = sources_for(nb, names)
+    if missing:
+        raise RuntimeError(missing)
+    ns = new_namespace(lesson)
+    exec_cells(sources, ns, tag=f"{lesson}-solution")
+    return ns
+
+
+# Appended to a notebook run by execute_notebook: prints what every check said (learner.VERDICTS).
+_VERDICT_MARK = "KERNELLAB-VERDICTS "
+_VERDICT_CELL = ("import json as _json, kernellab.learner as _kl_learner\n"
+                 f"print({_VERDICT_MARK!r} + _json.dumps(_kl_learner.VERDICTS, default=float))")
+
+
+def execute_notebook(path: pathlib.Path) -> dict:
+    """Run a notebook top to bottom as a learner would; returns its wall time, the errors, what each
+    check cell printed and what each check decided (``verdicts``, from kernellab.learner)."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    nb = nbformat.read(str(path), as_version=4)
+    nb.cells.append(nbformat.v4.new_code_cell(_VERDICT_CELL))
+    t0 = time.monotonic()
+    # Headless, so widgets draw a static picture: a widget cell can hang nbclient (nbclient#312).
+    NotebookClient(nb, timeout=900, kernel_name="python3", allow_errors=True,
+                   resources={"metadata": {"path": str(path.parent)}}).execute(
+        env={**os.environ, "KERNELLAB_STATIC_WIDGETS": "1"})
+    wall = time.monotonic() - t0
+    errors, outputs, verdicts = [], [], {}
+    for c in nb.cells:
+        gid = grade_id(c)
+        for o in c.get("outputs", []):
+            if o.output_type == "error":
+                errors.append(f"{gid}: {o.ename}: {o.evalue[:300]}")
+            elif o.output_type == "stream" and o.text.startswith(_VERDICT_MARK):
+                verdicts = json.loads(o.text[len(_VERDICT_MARK):])
+            elif o.output_type == "stream" and gid:
+                outputs.append(f"{gid}: {o.text.strip()[:400]}")
+    return {"wall_s": wall, "errors": errors, "outputs": outputs, "verdicts": verdicts}

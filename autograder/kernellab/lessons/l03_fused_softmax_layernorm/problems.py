@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import torch
 
-from .. import learner
-from ..device import DEVICE
-from ..problems.base import Answer, AnswersProblem, Case, CorrectnessProblem, SpeedProblem
+from ... import learner
+from ...device import DEVICE
+from ...problems.base import Answer, AnswersProblem, Case, CorrectnessProblem, SpeedProblem
 
 LESSON = "03_fused_softmax_layernorm"
 
@@ -40,7 +40,7 @@ TRAFFIC_SHAPE = (4096, 4096)  # fp16
 
 def eager_traffic(x: torch.Tensor | None = None, show: bool = True) -> list[dict]:
     """Run the eager softmax on ``x`` (default: a 4096 x 4096 fp16 tensor) and list each op's bytes."""
-    from ..traffic import show_traffic, traffic
+    from ...traffic import show_traffic, traffic
     if x is None:
         x = torch.randn(*TRAFFIC_SHAPE, device=DEVICE.torch_device).half()
     rows = traffic(softmax_eager, x)
@@ -315,7 +315,7 @@ check_add_layernorm_speed = learner.checker(LAYERNORM_SPEED)
 
 def online_softmax_steps(**kw):
     """Step through the online softmax of one row, a block at a time (ipywidgets)."""
-    from ..widgets import online_softmax_steps as _steps
+    from .widgets import online_softmax_steps as _steps
     return _steps(**kw)
 
 
@@ -329,7 +329,7 @@ def baseline_softmax() -> dict | None:
         print("No GPU: nothing is timed here. (On an H100, torch.softmax moves ~2,000 GB/s on this shape and "
               "the eager chain ~430 GB/s, counting 2 bytes in and 2 out per element.)")
         return None
-    from ..timing import bench
+    from ...timing import bench
     x = torch.randn(*SPEED_SHAPE, device="cuda").half()
     out = {}
     for name, fn in (("torch.softmax", lambda: torch.softmax(x, dim=-1)), ("eager chain", lambda: softmax_eager(x))):
@@ -364,8 +364,8 @@ def time_softmaxes(fns: dict, cols, dtype=torch.float16, rounds: int = 3, elemen
 
     from tqdm.auto import tqdm
 
-    from ..compare import rel_error
-    from ..sweeps import time_contenders
+    from ...compare import rel_error
+    from ...sweeps import time_contenders
     rows = []
     for c in tqdm(list(cols), desc=f"softmax {str(dtype)[6:]}", file=sys.stdout):
         x = (torch.randn(elements // c, c, device=device) * 3).to(dtype)
@@ -386,7 +386,7 @@ def softmax_sweep(softmax, cols=SWEEP_COLS, dtype=torch.float16, compile: bool =
     if plot:
         import matplotlib.pyplot as plt
 
-        from ..sweeps import plot_gbps
+        from ...sweeps import plot_gbps
         plot_gbps(rows, "cols", f"softmax, {str(dtype)[6:]}, 32 Mi elements, on {DEVICE.name}")
         plt.show()
     return rows
@@ -404,8 +404,8 @@ def time_add_layernorms(fns: dict, shapes, rounds: int = 3, checked: str | None 
 
     from tqdm.auto import tqdm
 
-    from ..compare import rel_error
-    from ..sweeps import time_contenders
+    from ...compare import rel_error
+    from ...sweeps import time_contenders
     out = []
     for shape in tqdm(list(shapes), desc="add + LayerNorm", file=sys.stdout):
         inputs = _randn_ln(shape)(torch.Generator(device).manual_seed(shape[1]), device)
@@ -432,7 +432,7 @@ def compare_compile(add_layernorm, shapes=((16384, 1024), (4096, 4096), (2048, 8
 
 def roofline(softmax=None, add_layernorm=None):
     """Time the kernels once more (GPU), record them and draw the roofline with every point so far."""
-    from ..roofline import measure_point, plot_roofline
+    from ...roofline import measure_point, plot_roofline
     gen = torch.Generator(DEVICE.torch_device).manual_seed(0)
     if softmax is not None:
         shape = SPEED_SHAPE if DEVICE.on_gpu else (64, 256)
@@ -449,7 +449,7 @@ def roofline(softmax=None, add_layernorm=None):
 
 def going_further() -> None:
     """Which ungraded extensions this GPU can run, and why the others are skipped."""
-    from ..device import explain_extensions
+    from ...device import explain_extensions
     rows = [
         ("bf16 softmax and LayerNorm (same kernels, bf16 in and out)", DEVICE.supports_bf16(),
          "needs sm_80+; the interpreter has no bf16"),

@@ -5,11 +5,11 @@ import math
 
 import torch
 
-from .. import learner
-from ..device import DEVICE
-from ..problems.base import (Answer, AnswersProblem, Case, CorrectnessProblem, FunctionProblem,
+from ... import learner
+from ...device import DEVICE
+from ...problems.base import (Answer, AnswersProblem, Case, CorrectnessProblem, FunctionProblem,
                              SpeedProblem)
-from ..report import CheckFailed, say
+from ...report import CheckFailed, say
 
 LESSON = "02_tiled_matmul"
 
@@ -308,7 +308,7 @@ check_matmul_bias_gelu_speed = learner.checker(EPILOGUE_SPEED)
 
 def tile_order(tile_of=None, **kw):
     """Row-major next to ``tile_of`` (yours; the grouped reference if None), one wave at a time."""
-    from ..widgets import tile_order as _tile_order
+    from .widgets import tile_order as _tile_order
     return _tile_order({"row-major": row_major_tile,
                         "grouped" if tile_of is None else "your tile_of": tile_of or grouped_tile}, **kw)
 
@@ -319,7 +319,7 @@ def baseline_matmul(sizes=(1024, 2048, 4096)) -> dict | None:
         print("No GPU: cuBLAS is not timed here. (On an H100, torch.matmul reaches ~600-700 TFLOP/s in fp16 "
               "at 2048^3 and above; on a T4 roughly 25-45.)")
         return None
-    from ..timing import bench
+    from ...timing import bench
     out = {}
     for n in sizes:
         a, b = torch.randn(n, n, device="cuda").half(), torch.randn(n, n, device="cuda").half()
@@ -335,7 +335,7 @@ def tflops_sweep(matmul, sizes=None, plot: bool = True) -> list[dict]:
         print("No GPU: the sweep needs one (the interpreter's timings say nothing about a GPU). "
               "The committed chart assets/bench/lesson02_tflops.png shows one from an H100.")
         return []
-    from ..sweeps import matmul_sweep, plot_matmul_sweep
+    from ...sweeps import matmul_sweep, plot_matmul_sweep
     rows = matmul_sweep({"your matmul": matmul, "torch.matmul": torch.matmul},
                         sizes or (512, 1024, 2048, 4096, 8192))
     if plot:
@@ -347,7 +347,7 @@ def tflops_sweep(matmul, sizes=None, plot: bool = True) -> list[dict]:
 
 def roofline(matmul=None, matmul_bias_gelu=None):
     """Time the matmul once more at 4096^3 (GPU), record it and draw the roofline with every point so far."""
-    from ..roofline import measure_point, plot_roofline
+    from ...roofline import measure_point, plot_roofline
     n = DEVICE.size(gpu=SPEED_N, cpu=128)
     for label, fn, bias in (("matmul fp16", matmul, False), ("matmul+bias+GELU fp16", matmul_bias_gelu, True)):
         if fn is not None:
@@ -359,7 +359,7 @@ def roofline(matmul=None, matmul_bias_gelu=None):
 
 def going_further() -> None:
     """Which ungraded extensions this GPU can run, and why the others are skipped."""
-    from ..device import explain_extensions
+    from ...device import explain_extensions
     rows = [
         ("bf16 matmul (same kernel, bf16 inputs)", DEVICE.supports_bf16(), "needs sm_80+; the interpreter has no bf16"),
         ("fp32 inputs with input_precision='tf32' vs 'ieee'", bool(DEVICE.capability and DEVICE.capability >= (8, 0)),

@@ -7,7 +7,7 @@ import pathlib
 
 import torch
 
-from .device import DEVICE
+from ...device import DEVICE
 
 SHAPES = [(D, N, causal) for D in (64, 128) for N in (1024, 4096, 16384) for causal in (False, True)]
 B, H = 4, 32
@@ -19,7 +19,7 @@ def _backends():
     """name -> SDPA restricted to that backend (an error, not a silent fallback, if it cannot run here)."""
     from torch.nn.attention import SDPBackend
 
-    from .lessons.attention import attention_sdpa, sdpa_on
+    from ..attention import attention_sdpa, sdpa_on
     return {"flash": sdpa_on(SDPBackend.FLASH_ATTENTION), "cudnn": sdpa_on(SDPBackend.CUDNN_ATTENTION),
             "SDPA default": attention_sdpa}
 
@@ -27,10 +27,10 @@ def _backends():
 def _time_shape(fwd, bwd, D: int, N: int, causal: bool, rounds: int) -> dict:
     """One shape: TFLOP/s of the solution and of each SDPA backend, forward and backward, and the solution's
     errors on a slice of the batch (the tensors and SDPA's graphs go when this returns)."""
-    from .compare import rel_error
-    from .lessons.attention import attention_flops, attention_grads_reference, attention_reference, qkv
-    from .lessons.lesson05 import sdpa_backward_of
-    from .timing import interleaved
+    from ...compare import rel_error
+    from ...timing import interleaved
+    from ..attention import attention_flops, attention_grads_reference, attention_reference, qkv
+    from ..l05_flash_attention_backward.problems import sdpa_backward_of
     q, k, v, do = qkv(torch.Generator(DEVICE.torch_device).manual_seed(N + D), B, H, N, D, n=4,
                       device=DEVICE.torch_device)
     o, lse = fwd(q, k, v, causal)
@@ -60,8 +60,8 @@ def bench_attention(quick: bool = False) -> dict:
 
     from tqdm.auto import tqdm
 
-    from .bench import load_solution
-    from .lessons.attention import attention_naive, attention_sdpa, peak_extra_bytes, qkv
+    from ...notebook_cells import load_solution
+    from ..attention import attention_naive, attention_sdpa, peak_extra_bytes, qkv
     ns = load_solution("05_flash_attention_backward", ("flash_attention", "flash_attention_backward"))
     fwd, bwd = ns["flash_attention"], ns["flash_attention_backward"]
     rounds = 3 if quick else 5
@@ -91,7 +91,7 @@ def write_attention(res: dict, out: pathlib.Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from .bench import TIMING, _header, md_table, met
+    from ...report import TIMING, _header, md_table, met
     rows = res["shapes"]
     head = _header() + ["", TIMING, "", f"B={B}, H={H}, fp16. TFLOP/s count 4 B H N^2 D for the forward (half when "
                         "causal) and 2.5 times that for the backward. flash and cudnn are SDPA forced onto that "

@@ -8,7 +8,7 @@ import pathlib
 
 import torch
 
-from .device import DEVICE
+from ...device import DEVICE
 
 LESSON = "06_profile_first"
 
@@ -23,10 +23,10 @@ def _rows(rows, ridge, top=8) -> list[dict]:
 
 
 def bench_lesson06(quick: bool = False) -> dict:
-    from .bench import load_solution
-    from .ceilings import measure_ceilings
-    from .compare import rel_error
-    from .lessons import lesson06 as L
+    from ...ceilings import measure_ceilings
+    from ...compare import rel_error
+    from ...notebook_cells import load_solution
+    from . import problems as L
     block_forward = load_solution(LESSON, ("block_forward",))["block_forward"]
     ridge = measure_ceilings(quiet=True).ridge or L._example_ridge()
     s = L.GPU_SHAPE
@@ -51,8 +51,8 @@ def write_lesson06(res: dict, out: pathlib.Path) -> None:
     import matplotlib
     matplotlib.use("Agg")
 
-    from .bench import TIMING, _header, md_table
-    from .lessons import lesson06 as L
+    from ...report import TIMING, _header, md_table
+    from . import problems as L
     s = res["shape"]
     lines = ["# Lesson 06 benchmark: the transformer block, eager vs torch.compile vs the course's kernels", ""]
     lines += _header() + ["", TIMING, "",

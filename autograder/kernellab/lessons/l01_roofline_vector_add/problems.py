@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import torch
 
-from ..problems.base import Answer, AnswersProblem, Case, CorrectnessProblem, SpeedProblem
-from .. import learner
+from ... import learner
+from ...problems.base import Answer, AnswersProblem, Case, CorrectnessProblem, SpeedProblem
 
 LESSON = "01_roofline_vector_add"
 
@@ -167,23 +167,23 @@ check_silu_gate_speed = learner.checker(FUSED_SPEED)
 
 def roofline_explorer(**kw):
     """Where a kernel of a given intensity lands on this device's roofline (ipywidgets)."""
-    from ..widgets import roofline_explorer as _explorer
+    from .widgets import roofline_explorer as _explorer
     return _explorer(**kw)
 
 
 def bandwidth_sweep(add, max_log2: int | None = None):
     """GB/s of ``add`` and of torch's add over sizes 2^10 .. 2^max: launch-bound, then bandwidth-bound."""
-    from .. import sweeps
+    from ... import sweeps
     return sweeps.bandwidth_sweep(add, max_log2=max_log2)
 
 
 def baseline_add() -> float | None:
     """Time torch's own add at 2^24 fp32 elements and print its bandwidth (GPU only)."""
-    from ..device import DEVICE
+    from ...device import DEVICE
     if not DEVICE.on_gpu:
         print("No GPU: the interpreter's timings say nothing about a GPU, so the baseline is skipped here.")
         return None
-    from ..timing import bench
+    from ...timing import bench
     n = 1 << 24
     x, y = torch.randn(n, device="cuda"), torch.randn(n, device="cuda")
     ms = bench(lambda: x + y)
@@ -193,8 +193,8 @@ def baseline_add() -> float | None:
 
 def roofline(add=None, silu_gate=None):
     """Time the learner's kernels once more (GPU), record them and draw this device's roofline."""
-    from ..device import DEVICE
-    from ..roofline import measure_point, plot_roofline
+    from ...device import DEVICE
+    from ...roofline import measure_point, plot_roofline
     n = DEVICE.size(gpu=1 << 26, cpu=1 << 12)
     for label, fn, flops_per, bytes_per, dtype in (("add fp32", add, 1, 12, torch.float32),
                                                    ("silu_gate fp16", silu_gate, 6, 6, torch.float16)):
@@ -206,7 +206,7 @@ def roofline(add=None, silu_gate=None):
 
 def going_further() -> None:
     """Say which ungraded extensions this GPU can run, and why the others are skipped."""
-    from ..device import DEVICE, explain_extensions
+    from ...device import DEVICE, explain_extensions
     rows = [
         ("bf16 add (tl.bfloat16)", DEVICE.supports_bf16(), "needs sm_80+ (Ampere); the interpreter has no bf16"),
         ("FP8 element-wise casts", DEVICE.supports_fp8(), "needs sm_89+ (Ada/Hopper)"),

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import torch
 
-from .. import learner
-from ..device import DEVICE
-from ..problems.base import Answer, AnswersProblem, CorrectnessProblem, SpeedProblem
-from .attention import (HINTS, attention_flops, attention_naive, attention_reference, attention_sdpa,
+from ... import learner
+from ...device import DEVICE
+from ...problems.base import Answer, AnswersProblem, CorrectnessProblem, SpeedProblem
+from ..attention import (HINTS, attention_flops, attention_naive, attention_reference, attention_sdpa,
                         attention_sdpa_flash, forward_case,
                         peak_extra_bytes, qkv, shapes)
 
@@ -154,7 +154,7 @@ def program_visits(n_ctx: int, block_m: int, block_n: int, causal: bool, program
 
 def tile_steps(n_ctx: int = 1000, block_m: int = 128, block_n: int = 64, causal: bool = True):
     """Step through the tiles of the N x N score matrix one program visits (ipywidgets)."""
-    from ..widgets import attention_tiles
+    from .widgets import attention_tiles
     return attention_tiles(program_visits, n_ctx, block_m, block_n, causal)
 
 
@@ -194,7 +194,7 @@ def attention_sweep(flash_attention, Ns=(512, 1024, 2048, 4096, 8192, 16384), B:
 
     from tqdm.auto import tqdm
 
-    from ..sweeps import time_contenders
+    from ...sweeps import time_contenders
     rows = []
     for N in tqdm(list(Ns), desc="N", file=sys.stdout):
         q, k, v = qkv(torch.Generator("cuda").manual_seed(N), B, H, N, D, device="cuda")
@@ -207,7 +207,7 @@ def attention_sweep(flash_attention, Ns=(512, 1024, 2048, 4096, 8192, 16384), B:
     if plot:
         import matplotlib.pyplot as plt
 
-        from ..sweeps import plot_series
+        from ...sweeps import plot_series
         plot_series([r | {"naive_tflops": r.get("naive_tflops", float("nan"))} for r in rows], "N", "_tflops",
                     "sequence length N", "TFLOP/s (4 B H N^2 D" + (" / 2" if causal else "") + ")",
                     f"attention B={B} H={H} D={D}{' causal' if causal else ''} on {DEVICE.name}")
@@ -234,7 +234,7 @@ def memory_sweep(flash_attention, Ns=(1024, 2048, 4096, 8192, 16384, 32768), B: 
     if plot:
         import matplotlib.pyplot as plt
 
-        from ..sweeps import plot_series
+        from ...sweeps import plot_series
         ax = plot_series(rows, "N", "_mb", "sequence length N", "peak extra memory (MB)",
                          f"memory of one attention call, B={B} H={H} D={D}, on {DEVICE.name}")
         ax.set_yscale("log")
@@ -244,7 +244,7 @@ def memory_sweep(flash_attention, Ns=(1024, 2048, 4096, 8192, 16384, 32768), B: 
 
 def roofline(flash_attention=None):
     """Time the kernel once more (GPU), record it and draw the roofline with every point so far."""
-    from ..roofline import measure_point, plot_roofline
+    from ...roofline import measure_point, plot_roofline
     if flash_attention is not None:
         B, H, N, D = (4, 16, 4096, 64) if DEVICE.on_gpu else (1, 2, 256, 64)
         q, k, v = qkv(torch.Generator(DEVICE.torch_device).manual_seed(0), B, H, N, D, device=DEVICE.torch_device)
@@ -255,7 +255,7 @@ def roofline(flash_attention=None):
 
 def going_further() -> None:
     """Which ungraded extensions this GPU can run, and why the others are skipped."""
-    from ..device import explain_extensions
+    from ...device import explain_extensions
     cc = DEVICE.capability or (0, 0)
     rows = [
         ("bf16 attention (same kernel, bf16 in and out)", DEVICE.supports_bf16(), "needs sm_80+; the interpreter has no bf16"),
