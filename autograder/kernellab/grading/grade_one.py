@@ -12,7 +12,7 @@ import sys
 from ..device import DEVICE
 from ..lessons import LESSONS, problems_of
 from .harness import grade_notebook
-from .notebook_code import grade_id
+from ..notebook_cells import grade_id
 
 
 def lesson_of(nb, path: pathlib.Path) -> str:
