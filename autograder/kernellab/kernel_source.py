@@ -49,12 +49,12 @@ def purity_problem(entry: dict) -> str | None:
             return f"the kernel `{name}` annotates `{a.arg}` with something other than tl.constexpr"
     stored = {n.id for n in ast.walk(fn) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
     local = params | stored
-    for node in ast.walk(fn):
-        if node is fn:
-            continue
+    nodes = [n for n in ast.walk(fn) if n is not fn]
+    for node in nodes:  # constructs first: they say most plainly what is wrong
         if isinstance(node, _FORBIDDEN) or isinstance(node, ast.FunctionDef):
             return (f"the kernel `{name}` uses {type(node).__name__.lower()} (line {getattr(node, 'lineno', '?')}), "
                     "which a Triton kernel does not")
+    for node in nodes:
         if isinstance(node, ast.Attribute) and node.attr.startswith("_"):
             return f"the kernel `{name}` reaches the private attribute `{node.attr}`"
         if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id not in local:

@@ -12,6 +12,7 @@ buffers or grid programs, or asks for more memory than the problem could need.
 from __future__ import annotations
 
 import os
+import re
 import types
 
 import torch
@@ -95,8 +96,34 @@ class Kernels:
         return self.built[kid]
 
 
+# Argument types a launch may have. Triton writes a C launcher from the signature, so a forged type string
+# would be code in the judge: only these pass.
+_SCALAR = r"(i1|i8|i16|i32|i64|u1|u8|u16|u32|u64|fp8e4nv|fp8e5|fp8e4b15|fp8e4b8|fp8e5b16|fp16|bf16|fp32|fp64)"
+_TYPE = re.compile(rf"^(\*k?{_SCALAR}|{_SCALAR}|constexpr)$")
+
+
+def signature_problem(entry: dict, metadata: dict) -> str | None:
+    """Why a recorded binary kernel's signature or metadata cannot be trusted to build a launcher, or None."""
+    sig = entry.get("signature")
+    if not isinstance(sig, dict) or list(sig) != list(entry.get("arg_names", [])):
+        return "its signature does not match its argument names"
+    for name, ty in sig.items():
+        if not isinstance(ty, str) or not _TYPE.match(ty):
+            return f"its argument `{name}` has a type ({str(ty)[:40]}) a course kernel does not have"
+    if metadata.get("tensordesc_meta"):
+        return "it takes tensor descriptors, which this judge does not replay yet"
+    target = metadata.get("target") or {}
+    if not isinstance(target, dict) or target.get("backend") != "cuda":
+        return "it was not compiled for CUDA"
+    if not isinstance(metadata.get("name"), str) or not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", metadata["name"]):
+        return "its name is not a kernel name"
+    return None
+
+
 def _load_binary(entry: dict, folder: str):
     """A CompiledKernel from the recorded cache files, with the signature it was compiled for."""
+    import json
+
     from triton.compiler.compiler import CompiledKernel
 
     group = {}
@@ -105,8 +132,16 @@ def _load_binary(entry: dict, folder: str):
         if not os.path.isfile(path):
             raise ReplayError("The record is missing a kernel file.")
         group[fname] = path
-    if not any(f.endswith(".json") for f in group):
+    meta = [p for f, p in group.items() if f.endswith(".json")]
+    if len(meta) != 1:
         raise ReplayError("The record is missing a kernel's metadata.")
+    try:
+        metadata = json.loads(open(meta[0]).read())
+    except ValueError:
+        raise ReplayError("A kernel's metadata in the record is not JSON.") from None
+    why = signature_problem(entry, metadata if isinstance(metadata, dict) else {})
+    if why:
+        raise ReplayError(f"A recorded kernel cannot be replayed: {why}.")
 
     def key(k):
         return tuple(k) if isinstance(k, list) else k

@@ -48,6 +48,18 @@ def _child_env(interpreted: bool = False) -> dict:
     return env
 
 
+_JUDGE_CACHE: list = []
+
+
+def _judge_cache() -> str:
+    """Triton's cache for judge processes: made by this process, never handed to a worker, so a worker cannot
+    plant a launcher there for a judge to load (worker and judge still run as one user: see
+    docs/GRADE_OF_RECORD.md)."""
+    if not _JUDGE_CACHE:
+        _JUDGE_CACHE.append(tempfile.mkdtemp(prefix="kl-judge-triton-"))
+    return _JUDGE_CACHE[0]
+
+
 def _run_child(jobdir: pathlib.Path, interpreted: bool = False,
                limit_s: float | None = None, module: str = "kernellab.grading.child",
                result: str = "result.pt") -> tuple[str | None, dict]:
@@ -61,9 +73,12 @@ def _run_child(jobdir: pathlib.Path, interpreted: bool = False,
     (jobdir / "phase").write_text("start")
     with open(jobdir / f"{module.rsplit('.', 1)[-1]}.log", "wb") as log:
         # Its own session, so a budget can kill the child's whole group; our pid, so it dies with us.
+        env = _child_env(interpreted)
+        if module.endswith(".judge"):
+            env["TRITON_CACHE_DIR"] = _judge_cache()
         proc = subprocess.Popen([sys.executable, "-m", module, str(jobdir), str(os.getpid())],
                                 cwd=jobdir, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                env=_child_env(interpreted), start_new_session=True)
+                                env=env, start_new_session=True)
         try:
             why, phase = _watch(proc, jobdir, budgets)
         finally:  # interrupted here (Ctrl-C): the child goes too

@@ -1,0 +1,198 @@
+"""Record and replay (the grade of record's worker and judge), on the CPU interpreter: a recorded call replays
+to the right answer on other inputs; what a record may not carry is refused before anything runs."""
+import json
+
+import pytest
+import torch
+
+import kernellab  # noqa: F401  (interpreter mode before triton loads)
+import triton
+import triton.language as tl
+
+from kernellab.guarded import guarded_copy
+from kernellab.kernel_source import purity_problem
+from kernellab.lessons import problems_of
+from kernellab.problems.base import Case, run_case, seeded_generator
+from kernellab.replay import Replay, ReplayError, signature_problem, validate
+
+ADD = problems_of("01_roofline_vector_add")["add_correct"]
+
+# Kernels live in a source string run like a notebook cell, so that the recorder can read their source.
+CELL = '''
+import torch
+import triton
+import triton.language as tl
+
+SCALE = 1.0
+
+
+@triton.jit
+def plus(a, b):
+    return a + b * SCALE
+
+
+@triton.jit
+def add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    tl.store(out_ptr + offs, plus(tl.load(x_ptr + offs, mask=m), tl.load(y_ptr + offs, mask=m)), mask=m)
+
+
+@triton.jit
+def unmasked_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs) + tl.load(y_ptr + offs))
+
+
+def add(x, y):
+    out = torch.empty_like(x)
+    add_kernel[(triton.cdiv(x.numel(), 128),)](x, y, out, x.numel(), BLOCK=128)
+    return out
+
+
+def add_unmasked(x, y):
+    out = torch.empty_like(x)
+    unmasked_kernel[(triton.cdiv(x.numel(), 128),)](x, y, out, x.numel(), BLOCK=128)
+    return out
+
+
+def add_on_host(x, y):
+    out = torch.empty_like(x)
+    add_kernel[(1,)](x, y, out, 1, BLOCK=16)  # a token launch
+    for i in range(x.numel()):  # the answer, written as numbers: a replay has only the numbers of its own inputs
+        out[i].fill_(float(x[i]) + float(y[i]))
+    return out
+'''
+
+
+@pytest.fixture(scope="module")
+def ns():
+    from kernellab.notebook_cells import exec_cells, new_namespace
+    space = new_namespace("01_roofline_vector_add")
+    exec_cells([CELL], space, tag="replay-test")
+    return space
+
+
+def _case(n: int, seed: int) -> Case:
+    g = torch.Generator().manual_seed(seed)
+    return Case(f"n={n}", [torch.randn(n, generator=g), torch.randn(n, generator=g)])
+
+
+def _record(fn, n=300, seed=1) -> dict:
+    r = run_case(fn, ADD, _case(n, seed), "cpu", record_call=True)
+    assert r.error is None, r.error
+    return json.loads(json.dumps({k: v for k, v in r.record.items() if k != "_files"}))  # plain data, as sent
+
+
+def _replay(rec, case):
+    guards = [guarded_copy(t, "cpu") for t in case.inputs]
+    rp = Replay(rec, None, "cpu", len(case.inputs))
+    return rp, rp.run([g.base for g in guards])
+
+
+def test_a_recorded_call_replays_right_on_other_inputs(ns):
+    rec = _record(ns["add"])
+    assert [e["op"] for e in rec["events"]] == ["launch"]
+    assert rec["buffers"][2]["kind"] == "alloc" and rec["outputs"][0]["buf"] == 2
+    case = _case(300, seed=99)
+    rp, (out,) = _replay(rec, case)
+    torch.testing.assert_close(out, case.inputs[0] + case.inputs[1])
+    assert rp.guards_intact() and rp.extra_bytes() == 0
+
+
+def test_host_arithmetic_replays_to_the_workers_numbers_not_the_answer(ns):
+    rec = _record(ns["add_on_host"], n=40)
+    assert sum(e["op"] == "fill" for e in rec["events"]) == 40
+    case = _case(40, seed=7)
+    _, (out,) = _replay(rec, case)
+    assert not torch.allclose(out, case.inputs[0] + case.inputs[1])
+
+
+def test_an_unmasked_store_lands_in_the_judges_guard(ns):
+    # The worker's own guard catches this kernel; a record claiming a masked kernel that is really unmasked
+    # (forged in the worker) is caught again by the judge's guards.
+    import inspect
+    import textwrap
+    rec = _record(ns["add"], n=300)
+    kid = rec["events"][0]["kernel"]
+    unmasked = textwrap.dedent(inspect.getsource(ns["unmasked_kernel"].fn)).replace("unmasked_kernel", "add_kernel")
+    rec["kernels"][kid]["source"] = unmasked
+    rp, _ = _replay(rec, _case(300, seed=3))
+    assert rp.first_output_guard_hit() is not None
+
+
+def test_records_that_no_honest_call_makes_are_refused(ns):
+    rec = _record(ns["add"])
+    no_launch = dict(rec, events=[])
+    with pytest.raises(ReplayError, match="launched no Triton kernel"):
+        validate(no_launch, 2)
+    with pytest.raises(ReplayError, match="input the call does not have"):
+        validate(dict(rec, buffers=[{"kind": "input", "index": 5}] + rec["buffers"][1:]), 2)
+    huge = dict(rec, buffers=rec["buffers"][:2] + [dict(rec["buffers"][2], shape=[1 << 40], strides=[1])])
+    with pytest.raises(ReplayError, match="GiB"):
+        validate(huge, 2)
+    launch = dict(rec["events"][0], args=[["x_ptr", {"ptr": [0, 1 << 30], "dtype": "float32"}]] + rec["events"][0]["args"][1:])
+    with pytest.raises(ReplayError, match="outside its buffer"):
+        _replay(dict(rec, events=[launch]), _case(300, seed=4))
+    with pytest.raises(ReplayError, match="cannot be replayed"):
+        validate(dict(rec, problem="a kernel argument points to memory made before the call"), 2)
+
+
+def test_a_pointer_to_memory_made_before_the_call_is_refused(ns):
+    scratch = torch.empty(1000)
+    src = ("def add_with_scratch(x, y):\n    out = torch.empty_like(x)\n"
+           "    add_kernel[(3,)](x, y, SCRATCH, x.numel(), BLOCK=128)\n"
+           "    add_kernel[(3,)](x, y, out, x.numel(), BLOCK=128)\n    return out\n")
+    from kernellab.notebook_cells import exec_cells
+    ns["SCRATCH"] = scratch
+    exec_cells([src], ns, tag="replay-test-2")
+    r = run_case(ns["add_with_scratch"], ADD, _case(300, 1), "cpu", record_call=True)
+    assert "neither an input nor allocated during the call" in r.record["problem"]
+
+
+def _entry(source, globs=None, kernels=None):
+    return {"name": "k", "source": source, "globals": globs or {}, "kernels": kernels or {}}
+
+
+KERNEL = "def k(x_ptr, n, BLOCK: tl.constexpr):\n    offs = tl.arange(0, BLOCK)\n    {body}\n"
+TL = {"tl": {"module": "triton.language"}}
+
+
+@pytest.mark.parametrize("body, why", [
+    ("tl.store(x_ptr + offs, helper(offs))", "may only call @triton.jit functions"),
+    ("tl.store(x_ptr + offs, (lambda v: v)(offs))", "lambda"),
+    ("tl.store(x_ptr + offs, offs.__class__)", "private attribute"),
+    ("import os", "import"),
+    ("tl.store(x_ptr + offs, np.sum(offs))", "module `numpy`"),
+    ("tl.store(x_ptr + offs, [v for v in offs])", "listcomp"),
+])
+def test_kernels_that_are_not_pure_triton_are_refused(body, why):
+    globs = dict(TL, helper={"other": "function"}, np={"module": "numpy"})
+    assert why in (purity_problem(_entry(KERNEL.format(body=body), globs)) or "")
+
+
+def test_pure_kernels_pass_the_check():
+    body = "tl.store(x_ptr + offs, tl.where(offs < n, plus(offs, 1), 0).to(tl.float32), mask=offs < BLOCK)"
+    assert purity_problem(_entry(KERNEL.format(body=body), dict(TL, SCALE={"const": 2.0}),
+                                 {"plus": "src_plus"})) is None
+
+
+@pytest.mark.parametrize("ty, ok", [("*fp16", True), ("i32", True), ("constexpr", True), ("*kfp32", True),
+                                    ("i32) { system(\"x\"); } //", False), ("tensordesc<fp16[64, 64]>", False)])
+def test_launcher_types_are_checked_before_triton_writes_c_from_them(ty, ok):
+    entry = {"signature": {"a": ty}, "arg_names": ["a"]}
+    why = signature_problem(entry, {"target": {"backend": "cuda"}, "name": "add_kernel"})
+    assert (why is None) == ok, why
+
+
+def test_the_worker_gets_the_cases_shapes_not_their_values():
+    from kernellab.grading.harness import decoy_case
+    case = problems_of("03_fused_softmax_layernorm")["add_layernorm_correct"].make_cases(seeded_generator(5), False)[-1]
+    decoy = decoy_case(case, torch.Generator().manual_seed(1))
+    for a, b in zip(case.inputs, decoy.inputs):
+        if isinstance(a, torch.Tensor):
+            assert a.shape == b.shape and a.stride() == b.stride() and a.dtype == b.dtype
+            assert not torch.equal(a, b)
+        else:
+            assert a == b
+    assert decoy.kwargs == case.kwargs and decoy.label == case.label
