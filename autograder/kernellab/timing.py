@@ -88,10 +88,12 @@ def _pool(problem: SpeedProblem, seed: int, device: str, sets: int = 2) -> list:
 
 
 def measure_speed(fn, problem: SpeedProblem, seed: int, rounds: int = 5, reps: int = 6,
-                  progress=None, watch: bool = True) -> dict:
+                  progress=None, watch: bool = True, parts: tuple = ("cand", "base")) -> dict:
     """Time ``fn`` against the problem's baseline; returns plain data for ``judge_speed``. The grade of record
     runs it in the judge on a replay of the learner's recorded call (``watch=False``: a replay is only
-    Triton launches and allowed allocations by construction); a learner's check runs it on the function."""
+    Triton launches and allowed allocations by construction); a learner's check runs it on the function.
+    ``parts``: only the candidate ("cand", in a worker) or only the baseline ("base", in a clean judge process),
+    for whole-program problems that are not replayed: the two halves are then timed in separate processes."""
     device = "cuda"
     pool = _pool(problem, seed, device)
     live = [t.clone() if isinstance(t, torch.Tensor) else t for t in pool[0]]  # numbers (an eps) pass as they are
@@ -106,12 +108,14 @@ def measure_speed(fn, problem: SpeedProblem, seed: int, rounds: int = 5, reps: i
                 dst.copy_(src)
 
     try:  # warm-up: compilation and autotuning happen here, untimed
-        for _ in range(3):
+        for _ in range(3 if "cand" in parts else 0):
             fn(*live)
         torch.cuda.synchronize()
-        baseline = problem.baseline_setup(live) if problem.baseline_setup else problem.baseline
-        for _ in range(2):
-            baseline(*live)
+        baseline = None
+        if "base" in parts:
+            baseline = problem.baseline_setup(live) if problem.baseline_setup else problem.baseline
+            for _ in range(2):
+                baseline(*live)
         torch.cuda.synchronize()
     except Exception as exc:  # noqa: BLE001
         from .invoke import describe_exception
@@ -126,7 +130,7 @@ def measure_speed(fn, problem: SpeedProblem, seed: int, rounds: int = 5, reps: i
     k = 0
     for r in range(rounds):
         order = ("cand", "base") if r % 2 == 0 else ("base", "cand")
-        for who in order:
+        for who in (w for w in order if w in parts):
             for j in range(reps):
                 i = (k + j) % len(pool)
                 refill(i)
@@ -166,8 +170,11 @@ def measure_speed(fn, problem: SpeedProblem, seed: int, rounds: int = 5, reps: i
         if progress is not None:
             progress.update(1)
     torch.cuda.synchronize()
+    if "base" in parts:
+        result["base_ms"] = [s.elapsed_time(e) for s, e in zip(bstart, bend)]
+    if "cand" not in parts:
+        return result
     result["cand_ms"] = [s.elapsed_time(e) for s, e in zip(start, end) if s is not None]
-    result["base_ms"] = [s.elapsed_time(e) for s, e in zip(bstart, bend)]
     # Cross-check: back-to-back calls, one device synchronize, host clock. Work launched on
     # another stream is not inside the events above but is inside this.
     # The host's own time to issue the calls is measured too: a kernel shorter than its launch (~50 us

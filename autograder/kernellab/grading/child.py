@@ -197,7 +197,9 @@ def main(jobdir: str, parent_pid: int) -> int:
         phase("run")
         if record:  # the judge times a replay of this call; nothing is timed here
             return finish(error=tampered(), **_record_timed_call(fn, problem, job["seed"], job_dir / "kernels"))
-        m = _measure(fn, problem, job["seed"])
+        # Whole programs that are not replayed: only the candidate is timed here; the baseline is timed by a judge
+        # process where no learner code was loaded (a torch.library registration here cannot slow it).
+        m = _measure(fn, problem, job["seed"], parts=("cand",) if job.get("baseline_elsewhere") else ("cand", "base"))
         m["sketches"] = [[i, idx, vals] for i, idx, vals in m["sketches"]]
         return finish(error=tampered(), measurement=m)
     return finish(error=f"unknown problem kind {problem.kind}")

@@ -109,6 +109,23 @@ def matmul(a, b):
     return c
 """
 
+_SLOW_LN = """
+SLOW_ATEN_LN = torch.library.Library("aten", "IMPL")
+
+
+def slow_layer_norm(x, shape, weight, bias, eps):  # right, and four times the work: only the eager baseline uses it
+    for k in range(4):
+        xf = x.float()
+        mean = xf.mean(-1, keepdim=True)
+        rstd = torch.rsqrt(xf.var(-1, unbiased=False, keepdim=True) + eps)
+    y = (xf - mean) * rstd * weight.float() + bias.float()
+    return y.to(x.dtype), mean, rstd
+
+
+SLOW_ATEN_LN.impl("native_layer_norm", slow_layer_norm, "CUDA")
+"""
+
+
 def _known(lesson: str, name: str):
     """An edit taken from the lesson's known-wrong submissions (submissions.known_wrong), not written again."""
     return lambda text: S.known_wrong(lesson, _notebooks(lesson)[1])[name]
@@ -264,6 +281,10 @@ CHEATS = [
     Entry("watched_kernel_timed_torch", L2, "matmul_speed", "tell the watched call from the timed ones: a slow "
           "16 x 16-tile kernel when watched, torch.matmul otherwise (1.00x on the old path)",
           _whole("matmul_code", _WATCHED_OR_TIMED, keep_solution=True), gpu=True, expect="kernel", max_value=0.3),
+    Entry("slow_the_baseline_layer_norm", L6, "block_speed", "slow the eager block's LayerNorm (a torch.library CUDA "
+          "kernel for aten::native_layer_norm) where the learner's block uses its own kernel; lesson 06 is timed in "
+          "its worker, the baseline in a judge process", _whole("block_code", _SLOW_LN, keep_solution=True),
+          gpu=True, expect="kernel", max_value=7.0),
     Entry("illegal_memory_access", L1, "add_correct", "an illegal memory access (sticky CUDA error)",
           _known(L1, "illegal_address"), gpu=True, says="died"),
 ]

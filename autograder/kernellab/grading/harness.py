@@ -165,8 +165,10 @@ def grade_problem(problem, nb, seed: int, ceil=None, facts: dict | None = None,
             cases = problem.make_cases(seeded_generator(seed))
             job["calls"] = cases
         elif problem.kind == "speed":
-            # Inputs for timing come from a one-time seed derived here; the secret never leaves.
+            # Inputs for timing come from a one-time seed derived here; the secret never leaves. The baseline is
+            # timed by a judge process of its own (below), never beside the learner's code.
             job["seed"] = seed ^ int.from_bytes(os.urandom(5), "little")
+            job["baseline_elsewhere"] = True
         (jobdir / "job.json").write_text(json.dumps(job))
         why, info = _run_child(jobdir, interpreted, limit_s)
         record.update(info)
@@ -188,8 +190,31 @@ def grade_problem(problem, nb, seed: int, ceil=None, facts: dict | None = None,
         from ..timing import judge_speed
         m = data["measurement"]
         m["sketches"] = [tuple(s) for s in m["sketches"]]
+        if not m.get("error"):
+            base, why = _baseline_in_a_clean_process(problem, job["seed"], lesson, record)
+            if why:
+                return Outcome(problem.id, 0.0, why), record
+            m["base_ms"] = base
         return judge_speed(problem, job["seed"], m, ceil), record
     return Outcome(problem.id, 0.0, f"unknown problem kind {problem.kind}"), record
+
+
+def _baseline_in_a_clean_process(problem, seed: int, lesson: str, record: dict) -> tuple[list, str | None]:
+    """The baseline of a problem timed in its worker (a whole program), timed in a judge process that never
+    loaded learner code. Returns (baseline ms, None) or ([], why)."""
+    with tempfile.TemporaryDirectory(prefix="kl-base-") as tmp:
+        judge = pathlib.Path(tmp)
+        (judge / "records.json").write_text("[]")
+        (judge / "judge.json").write_text(json.dumps({"lesson": lesson, "problem": problem.id, "seed": seed,
+                                                      "baseline_only": True}))
+        why, info = _run_child(judge, False, None, module="kernellab.grading.judge", result="judged.pt")
+        record.update({f"baseline_{k}": v for k, v in info.items()})
+        if why:
+            return [], "Timing the baseline failed: " + why
+        m = torch.load(judge / "judged.pt", weights_only=True)["measurement"]
+    if m.get("error") or not m.get("base_ms"):
+        return [], f"Timing the baseline failed: {m.get('error') or 'no times'}"
+    return m["base_ms"], None
 
 
 def replayable(problem) -> bool:

@@ -122,8 +122,11 @@ def main(jobdir: str, parent_pid: int) -> int:
         from kernellab.timing import measure_speed
         n_inputs = len(problem.make_inputs(torch.Generator(device="cuda").manual_seed(0), "cuda"))
         try:
-            fn = replay_function(records[0], folder, "cuda", n_inputs)
-            m = measure_speed(fn, problem, job["seed"], watch=False)
+            if job.get("baseline_only"):  # a whole program timed in its worker: only the baseline here
+                m = measure_speed(None, problem, job["seed"], watch=False, parts=("base",))
+            else:
+                fn = replay_function(records[0], folder, "cuda", n_inputs)
+                m = measure_speed(fn, problem, job["seed"], watch=False)
         except ReplayError as exc:
             m = {"error": f"`{problem.names[0]}` at the timed size: {exc}"}
         except Exception as exc:  # noqa: BLE001
