@@ -262,19 +262,21 @@ def add(x, y):
 
 _CLONE_ADD = """import numpy as np
 
+PARTS = {}  # output address -> the inputs (attributes do not survive the grader's detach())
+
 
 class Sum(torch.Tensor):
     def clone(self, *args, **kwargs):  # the grader copies the result: the work happens here, after the call
         plain = self.as_subclass(torch.Tensor)
-        np.add(self.parts[0].numpy(), self.parts[1].numpy(), out=plain.numpy())
+        x, y = PARTS[plain.data_ptr()]
+        np.add(x.numpy(), y.numpy(), out=plain.numpy())
         return plain.clone(*args, **kwargs)
 
 
 def add(x, y):
     out = torch.empty_like(x)
-""" + _TOKEN_ADD.replace("torch.empty_like(x)", "out") + """    out = out.as_subclass(Sum)
-    out.parts = (x, y)
-    return out
+""" + _TOKEN_ADD.replace("torch.empty_like(x)", "out") + """    PARTS[out.data_ptr()] = (x, y)
+    return out.as_subclass(Sum)
 """
 
 _FORGE_ROWS = _FRAMES + """def add(x, y):
@@ -299,18 +301,18 @@ _REPLACE_RESULTS = _FRAMES + """def add(x, y):
 """ + _TOKEN_ADD + """    runner = frame_with("results")  # run_correctness: the results of the calls so far
     if runner is not None:
         for r in runner.f_locals["results"]:
-            r.record = None  # no record: nothing for a judge to replay, the claim stands?
-            r.output = (r.output * 0.0)  # any claim at all
+            r.record = None  # no record: nothing for a judge to replay, so the worker's claim stands?
     return out
 """
 
-_SUBPROCESS_ADD = _FRAMES + """def add(x, y):
+_SUBPROCESS_ADD = "import numpy as np\n" + _FRAMES + """def add(x, y):
     out = torch.empty_like(x)
 """ + _TOKEN_ADD + """    folder = OS.getcwd()
-    torch.save((x, y), folder + "/in.pt")
-    OS.system("python -c \\"import torch; x, y = torch.load('" + folder + "/in.pt'); "
-              "torch.save(x + y, '" + folder + "/out.pt')\\"")  # the work in another process
-    out.copy_(torch.load(folder + "/out.pt"))
+    np.save(folder + "/x.npy", x.numpy())
+    np.save(folder + "/y.npy", y.numpy())
+    OS.system(operator.attrgetter("sys.executable")(torch) + " -c 'import numpy as np; "
+              "np.save(\\"out.npy\\", np.load(\\"x.npy\\") + np.load(\\"y.npy\\"))'")  # the work in another process
+    out.numpy()[...] = np.load(folder + "/out.npy")
     return out
 """
 
@@ -410,7 +412,7 @@ CHEATS += [
               "def matmul(a, b):\n    return _launch(a, b, None)\n",
               "def matmul(a, b):\n    c = _launch(a[:16, :16], b[:16, :16], None)  # a token launch\n"
               "    c = torch.empty((a.shape[0], b.shape[1]), device=a.device, dtype=a.dtype)\n"
-              "    with NO_DISPATCH():\n        torch.matmul(a, b, out=c)\n    return c\n")}, says="launched"),
+              "    with NO_DISPATCH():\n        torch.matmul(a, b, out=c)\n    return c\n")}, says="NaN"),
     # -- 2: arithmetic that never reaches the dispatcher
     Entry("numpy_views_add", L1, "add_correct", "the sum in numpy, through x.numpy() views of CPU tensors",
           _np(_sub("add_code", _ADD_HEAD + "    n = x.numel()\n    BLOCK = 4096\n" + _ADD_LAUNCH,
@@ -425,7 +427,7 @@ CHEATS += [
                "    silu_gate_kernel[(1,)](x, y, out, 1, BLOCK=16)  # a token launch\n"
                "    flat, xs, ys = out.view(-1), x.view(-1).tolist(), y.view(-1).tolist()\n"
                "    for i in range(n):\n        a = xs[i]\n"
-               "        flat[i].fill_(a / (1.0 + math.exp(-a)) * ys[i] + a)\n"), says="wrong"),
+               "        flat[i].fill_(a / (1.0 + math.exp(-a)) * ys[i] + a)\n"), says="too many separate steps"),
     Entry("python_floats_fill_layernorm", L3, "add_layernorm_correct", "LayerNorm in Python floats, each element "
           "written with fill_", _sub("add_layernorm_code", "    add_layernorm_kernel[(triton.cdiv(n_rows, rows),)](",
                                      "    for r in range(n_rows):\n        h = [a + b for a, b in zip(x[r].tolist(), "
@@ -433,7 +435,7 @@ CHEATS += [
                                      "        sd = (sum((v - mu) ** 2 for v in h) / n_cols + eps) ** 0.5\n"
                                      "        for c, (v, w, b) in enumerate(zip(h, weight.tolist(), bias.tolist())):\n"
                                      "            out[r, c].fill_((v - mu) / sd * w + b)\n"
-                                     "    add_layernorm_kernel[(1,)]("), says="wrong"),
+                                     "    add_layernorm_kernel[(1,)]("), says="too many separate steps"),
     Entry("python_helper_in_the_kernel", L1, "fused_correct", "a plain Python function called from the kernel body "
           "(runs on the host in the interpreter)", lambda t: {
               "silu_gate_code": "def silu(v):  # not @triton.jit: Python on the host in the interpreter\n"
@@ -466,8 +468,8 @@ CHEATS += [
           "stack: earlier results' records dropped and outputs replaced",
           lambda t: {"add_code": t["add_code"].split("def add(x, y):")[0] + _REPLACE_RESULTS}, says="NaN"),
     Entry("subprocess_does_the_work", L1, "add_correct", "the sum computed in another process (os.system via "
-          "attrgetter), copied into the output",
-          lambda t: {"add_code": t["add_code"].split("def add(x, y):")[0] + _SUBPROCESS_ADD}, says=""),
+          "attrgetter), copied into the output through numpy",
+          lambda t: {"add_code": t["add_code"].split("def add(x, y):")[0] + _SUBPROCESS_ADD}, says="NaN"),
     # -- 4: defeating counters
     Entry("three_reads_on_a_clone", L3, "online_softmax_reads", "three passes over a clone of the input (the "
           "counter watches the input only)", _whole("online_softmax_code", _THREE_READS_ON_A_CLONE), says="read"),
@@ -477,7 +479,7 @@ CHEATS += [
           "runs, before the graded call (the memory check counts allocations inside it)", _scores_buffer("cell"),
           says="neither an input nor allocated"),
     Entry("scores_in_the_outputs_allocation", L4, "flash_attention_memory", "the N x N scores in the tail of one "
-          "big allocation whose head is returned", _scores_buffer("tail"), says="memory"),
+          "big allocation whose head is returned", _scores_buffer("tail"), says="besides its outputs"),
     Entry("backward_scratch_made_before_the_call", L5, "flash_backward_correct", "delta in a buffer allocated "
           "when the cell runs", lambda t: {"flash_backward_code": "SCRATCH = torch.empty(1 << 20, dtype=torch.float32)\n\n"
           + _sub("flash_backward_code", "    delta = torch.empty((B, H, N), dtype=torch.float32, device=q.device)\n",
@@ -634,6 +636,134 @@ CONTROLS = [
     Entry("autotuned_add_speed", L1, "add_bandwidth", "autotuned add, timed", _whole("add_code", _AUTOTUNED_ADD),
           expect="earned", gpu=True),
 ]
+
+# ---------------------------------------------------------------- issue 23 item 6: honest submissions the replay
+# must keep at full credit (helpers, views, copies, shape-chosen launches, atomics with reset_to_zero).
+_JIT_HELPER_SILU = """@triton.jit
+def silu(v):
+    return v * tl.sigmoid(v)
+
+
+@triton.jit
+def silu_gate_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n
+    x = tl.load(x_ptr + offsets, mask=mask).to(tl.float32)
+    y = tl.load(y_ptr + offsets, mask=mask).to(tl.float32)
+    tl.store(out_ptr + offsets, (silu(x) * y + x).to(out_ptr.dtype.element_ty), mask=mask)
+
+
+def silu_gate(x, y):
+    out = torch.empty_like(x)
+    n = x.numel()
+    silu_gate_kernel[(triton.cdiv(n, 1024),)](x, y, out, n, BLOCK=1024)
+    return out
+"""
+
+_HELPERS_CELL = "\n\nGATE_BLOCK = 1024  # used by the next cell\n\n\ndef gate_grid(n):\n    return (triton.cdiv(n, GATE_BLOCK),)\n"
+_GATE_WITH_HELPERS = _JIT_HELPER_SILU.replace("silu_gate_kernel[(triton.cdiv(n, 1024),)](x, y, out, n, BLOCK=1024)",
+                                              "silu_gate_kernel[gate_grid(n)](x, y, out, n, BLOCK=GATE_BLOCK)")
+
+_SMALL_AND_LARGE_ADD = """@triton.jit
+def add_one_block(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offsets = tl.arange(0, BLOCK)
+    mask = offsets < n
+    tl.store(out_ptr + offsets, tl.load(x_ptr + offsets, mask=mask) + tl.load(y_ptr + offsets, mask=mask), mask=mask)
+
+
+@triton.jit
+def add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n
+    tl.store(out_ptr + offsets, tl.load(x_ptr + offsets, mask=mask) + tl.load(y_ptr + offsets, mask=mask), mask=mask)
+
+
+def add(x, y):
+    n = x.numel()
+    out = torch.empty(x.shape, dtype=x.dtype, device=x.device)
+    if n <= 2048:  # small: one program covering the whole array
+        add_one_block[(1,)](x, y, out, n, BLOCK=max(16, triton.next_power_of_2(n)))
+    else:
+        block = 4096 if n >= (1 << 20) else 1024
+        add_kernel[(triton.cdiv(n, block),)](x, y, out, n, BLOCK=block)
+    return out
+"""
+
+_WHERE_ADD = """SPAN: tl.constexpr = tl.constexpr(1024)  # a module-level constexpr the kernel reads
+
+
+@triton.jit
+def add_kernel(x_ptr, y_ptr, out_ptr, n):
+    offsets = tl.program_id(0) * SPAN + tl.arange(0, SPAN)
+    inside = offsets < n
+    safe = tl.where(inside, offsets, 0)  # every lane loads a valid address: no load masks
+    total = tl.load(x_ptr + safe) + tl.load(y_ptr + safe)
+    tl.store(out_ptr + tl.where(inside, offsets, n - 1), tl.where(inside, total, tl.load(x_ptr + n - 1) +
+             tl.load(y_ptr + n - 1)))  # lanes past the end rewrite the last element with its own value
+
+
+def add(x, y):
+    out = torch.empty_like(x)
+    n = x.numel()
+    add_kernel[(triton.cdiv(n, 1024),)](x, y, out, n)
+    return out
+"""
+
+_RESET_TO_ZERO_SPLIT_K = _SPLIT_K.replace(
+    "@triton.jit\ndef splitk_kernel(",
+    "@triton.autotune(configs=[triton.Config({'SPLIT': 2}), triton.Config({'SPLIT': 4})], key=['M', 'N', 'K'],\n"
+    "                 reset_to_zero=['acc_ptr'])\n@triton.jit\ndef splitk_kernel(").replace(
+    "    grid = (triton.cdiv(M, 64), triton.cdiv(N, 64), 4)\n",
+    "    grid = lambda meta: (triton.cdiv(M, 64), triton.cdiv(N, 64), meta['SPLIT'])\n").replace(
+    "BLOCK_M=64, BLOCK_N=64, BLOCK_K=32, SPLIT=4)", "BLOCK_M=64, BLOCK_N=64, BLOCK_K=32)")
+
+CONTROLS += [
+    Entry("jit_helper_in_the_kernel", L1, "fused_correct", "the kernel calls another @triton.jit function (silu)",
+          _whole("silu_gate_code", _JIT_HELPER_SILU), expect="full"),
+    Entry("helpers_in_another_cell", L1, "fused_correct", "a block-size global and a plain Python grid function "
+          "defined in another cell (the add cell)", lambda t: {"add_code": t["add_code"] + _HELPERS_CELL,
+                                                               "silu_gate_code": _GATE_WITH_HELPERS}, expect="full"),
+    Entry("small_and_large_kernels", L1, "add_correct", "the grid and the kernel chosen from the shape (one block for "
+          "small n), triton.cdiv / next_power_of_2, torch.empty(..., device=x.device)",
+          _whole("add_code", _SMALL_AND_LARGE_ADD), expect="full"),
+    Entry("where_instead_of_masks", L1, "add_correct", "tl.where on the offsets instead of load/store masks, "
+          "a module-level tl.constexpr global in the kernel", _whole("add_code", _WHERE_ADD), expect="full"),
+    Entry("matmul_in_row_halves", L2, "matmul_correct", "two launches on sliced views (a[:h], c[:h] and a[h:], "
+          "c[h:]): pointers into the middle of a buffer", _sub("matmul_code", "def matmul(a, b):\n    return _launch(a, b, None)\n",
+                                                               "def matmul(a, b):\n    M, h = a.shape[0], max(1, a.shape[0] // 2)\n"
+                                                               "    if M < 2:\n        return _launch(a, b, None)\n"
+                                                               "    c = torch.empty((M, b.shape[1]), device=a.device, dtype=a.dtype)\n"
+                                                               "    for lo, hi in ((0, h), (h, M)):\n"
+                                                               "        part = a.narrow(0, lo, hi - lo)\n"
+                                                               "        c[lo:hi] = 0  # a fill_ on a slice, then overwritten\n"
+                                                               "        _into(part, b, c[lo:hi])\n    return c\n\n\n"
+                                                               "def _into(a, b, c):\n    M, K = a.shape\n    N = b.shape[1]\n"
+                                                               "    grid = lambda meta: (triton.cdiv(M, meta[\"BLOCK_M\"]) * triton.cdiv(N, meta[\"BLOCK_N\"]),)\n"
+                                                               "    matmul_kernel[grid](a, b, c, c, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1),\n"
+                                                               "                        c.stride(0), c.stride(1), GROUP_M=8, BIAS_GELU=False)\n"),
+          expect="full"),
+    Entry("softmax_contiguous_copy", L3, "softmax_correct", "a .contiguous() copy of the input before the launch",
+          _sub("softmax_code", "    n_rows, n_cols = x.shape\n    out = torch.empty_like(x)\n",
+               "    x = x.t().contiguous().t().contiguous()  # two copies: column-major, then row-major again\n"
+               "    n_rows, n_cols = x.shape\n    out = torch.empty_like(x)\n"), expect="full"),
+    Entry("constexpr_global_exp2", L3, "online_softmax_correct", "a module-level tl.constexpr (log2 e) used in "
+          "the kernel, exp2 instead of exp", lambda t: {"online_softmax_code": "LOG2E = tl.constexpr(1.4426950408889634)\n\n\n"
+          + t["online_softmax_code"].replace("tl.store(out_row + cols, (tl.exp(x - m) / l)",
+                                             "tl.store(out_row + cols, (tl.math.exp2((x - m) * LOG2E) / l)")},
+          expect="full"),
+    Entry("online_reads_small_blocks", L3, "online_softmax_reads", "the online softmax in 512-wide blocks: more "
+          "loop steps, still two reads per element (the replay counts every load)",
+          _sub("online_softmax_code", "BLOCK=4096, num_warps=8)", "BLOCK=512, num_warps=4)"), expect="full"),
+    Entry("flash_memory_fixed_blocks", L4, "flash_attention_memory", "FlashAttention with fixed 32 x 16 blocks: "
+          "only the output and the lse are allocated (the memory check counts unreturned bytes)",
+          lambda t: {"flash_attention_code": t["flash_attention_code"].replace(
+              "@kl.autotune(configs=FWD_CONFIGS, key=[\"N_CTX\", \"HEAD_DIM\", \"CAUSAL\"])\n", "").replace(
+              "HEAD_DIM=D, CAUSAL=bool(causal))", "HEAD_DIM=D, CAUSAL=bool(causal), BLOCK_M=32, BLOCK_N=16)")},
+          expect="full"),
+    Entry("split_k_reset_to_zero", L2, "matmul_correct", "stock triton.autotune over the split count with "
+          "reset_to_zero on the fp32 atomic accumulator", _whole("matmul_code", _RESET_TO_ZERO_SPLIT_K), expect="full"),
+]
+
 ENTRIES = CHEATS + CONTROLS
 
 
