@@ -7,7 +7,7 @@ from kernellab.grading import corpus as C
 
 
 def test_the_corpus_covers_enough_threats_and_lessons():
-    assert len(C.CHEATS) >= 25 and len(C.CONTROLS) >= 8
+    assert len(C.CHEATS) >= 59 and len(C.CONTROLS) >= 22
     assert len({e.lesson for e in C.CHEATS}) >= 5
     assert {e.name for e in C.CHEATS if e.gpu} >= {"side_stream", "illegal_memory_access"}
 
@@ -31,3 +31,22 @@ def test_cheats_leave_other_problems_graded_as_the_solution(cheats):
     for r in cheats.values():
         assert r["untouched"], r["name"]
         assert r["problem"] not in r["untouched"]
+
+
+def test_every_class_that_beat_the_workers_claim_has_two_cheats():
+    # Issue 23 item 6: each class of cheat that forged points before the judge replayed the record.
+    classes = {
+        "op watch off": {"watch_off_private_module_alias", "watch_off_attrgetter_path", "watch_off_dispatch_guard"},
+        "host arithmetic": {"numpy_views_add", "numpy_views_online_softmax", "python_floats_fill_",
+                            "python_floats_fill_layernorm", "python_helper_in_the_kernel",
+                            "python_helper_in_the_softmax_kernel", "heuristics_hook_computes", "grid_lambda_computes",
+                            "clone_does_the_work"},
+        "forged report": {"forge_the_report_and_exit", "forge_an_empty_report", "replace_results_through_frames",
+                          "subprocess_does_the_work"},
+        "counters": {"three_reads_on_a_clone", "atomic_add_zero_as_loads", "scores_made_before_the_call",
+                     "scores_in_the_outputs_allocation", "backward_scratch_made_before_the_call"},
+    }
+    names = {e.name for e in C.CHEATS if not e.gpu}
+    for what, members in classes.items():
+        assert members <= names, (what, members - names)
+        assert len(members) >= 2

@@ -32,8 +32,11 @@ def interpreting() -> bool:
 
 
 @contextlib.contextmanager
-def count_reads(tensors: list):
-    """Within the block, count elements loaded from each of ``tensors`` (CPU tensors, interpreter mode)."""
+def count_reads(tensors: list, anywhere: bool = False):
+    """Within the block, count elements loaded from each of ``tensors`` (CPU tensors, interpreter mode).
+    Atomics (``tl.atomic_add(ptr, 0)`` returns what was there) count as loads. With ``anywhere``, every
+    element loaded from any address counts for the first tensor: the judge's replay can only reach the
+    call's inputs and its own allocations, so a pass over a copy of the input is a pass all the same."""
     counter = ReadCount(interpreting(), [0] * len(tensors))
     if not counter.available:
         yield counter
@@ -42,17 +45,36 @@ def count_reads(tensors: list):
     from triton.runtime.interpreter import InterpreterBuilder
 
     spans = [_span(t) for t in tensors]
-    original = InterpreterBuilder.create_masked_load
+    originals = {name: getattr(InterpreterBuilder, name)
+                 for name in ("create_masked_load", "create_atomic_rmw", "create_atomic_cas")}
 
-    def counting_load(self, ptrs, mask, *args, **kwargs):
+    def count(ptrs, mask) -> None:
         addr = np.asarray(ptrs.data).astype(np.uint64, copy=False)
-        live = np.broadcast_to(np.asarray(mask.data, dtype=bool), addr.shape)
+        live = np.ones(addr.shape, dtype=bool) if mask is None else np.broadcast_to(
+            np.asarray(mask.data, dtype=bool), addr.shape)
+        if anywhere and spans:
+            counter.elements[0] += int(np.count_nonzero(live))
+            return
         for i, (lo, hi) in enumerate(spans):
             counter.elements[i] += int(np.count_nonzero(live & (addr >= lo) & (addr < hi)))
-        return original(self, ptrs, mask, *args, **kwargs)
+
+    def counting_load(self, ptrs, mask, *args, **kwargs):
+        count(ptrs, mask)
+        return originals["create_masked_load"](self, ptrs, mask, *args, **kwargs)
+
+    def counting_rmw(self, op, ptr, val, mask, *args, **kwargs):
+        count(ptr, mask)
+        return originals["create_atomic_rmw"](self, op, ptr, val, mask, *args, **kwargs)
+
+    def counting_cas(self, ptr, *args, **kwargs):
+        count(ptr, None)
+        return originals["create_atomic_cas"](self, ptr, *args, **kwargs)
 
     InterpreterBuilder.create_masked_load = counting_load
+    InterpreterBuilder.create_atomic_rmw = counting_rmw
+    InterpreterBuilder.create_atomic_cas = counting_cas
     try:
         yield counter
     finally:
-        InterpreterBuilder.create_masked_load = original
+        for name, fn in originals.items():
+            setattr(InterpreterBuilder, name, fn)

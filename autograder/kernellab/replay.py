@@ -43,7 +43,9 @@ def validate(rec: dict, n_inputs: int) -> None:
     if rec.get("problem"):
         raise ReplayError(f"What the call did cannot be replayed: {rec['problem']}.")
     if len(rec.get("events", [])) > MAX_EVENTS or len(rec.get("buffers", [])) > MAX_BUFFERS:
-        raise ReplayError("The call launched too many kernels or made too many buffers to grade.")
+        raise ReplayError(f"The call did too many separate steps to grade (over {MAX_EVENTS} kernel launches, "
+                          f"fill_/zero_ calls and copies, or over {MAX_BUFFERS} buffers): write each element with a "
+                          "kernel, not one torch call at a time.")
     total = 0
     for b in rec.get("buffers", []):
         if b.get("kind") == INPUT:
@@ -169,6 +171,7 @@ class Replay:
                 self.kernels.get(e["kernel"])
         self.guards: list = []  # the last run's allocations (Guarded), for guard checks and memory
         self.bases: list = []
+        self.copied = 0  # elements the last run's copy events read (a read counter adds them)
 
     # -- buffers and views
     def _allocate(self, inputs: list, guarded: bool) -> list:
@@ -236,6 +239,7 @@ class Replay:
         """Do the recorded call on ``inputs``; returns the output views (in the judge's buffers)."""
         bases = self._allocate(inputs, guarded)
         self.bases = bases
+        self.copied = 0
         stream = torch.cuda.current_stream().cuda_stream if not self.interpreted else None
         for e in self.rec["events"]:
             op = e["op"]
@@ -257,7 +261,9 @@ class Replay:
             elif op == "fill":
                 self._view(bases, e["view"]).fill_(float(e["value"]))
             elif op == "copy":
-                self._view(bases, e["dst"]).copy_(self._view(bases, e["src"]))
+                src = self._view(bases, e["src"])
+                self._view(bases, e["dst"]).copy_(src)
+                self.copied += src.numel()
             else:
                 raise ReplayError(f"The record has an operation the judge does not do ({op!r}).")
         return tuple(self._view(bases, v) for v in self.rec["outputs"])
@@ -269,15 +275,16 @@ class Replay:
         return [self.rec["buffers"][v["buf"]]["kind"] for v in self.rec["outputs"]]
 
     def extra_bytes(self) -> int:
-        """Bytes allocated by the call besides the buffers it returned."""
-        outs = self.output_buffers()
+        """Bytes allocated by the call besides what it returned: whole buffers it did not return, and the part
+        of a returned buffer that no returned view covers (scratch held in the tail of the output's allocation)."""
         total = 0
-        allocs = [i for i, b in enumerate(self.rec["buffers"]) if b["kind"] == ALLOC]
-        for i in allocs:
-            if i in outs:
+        for i, b in enumerate(self.rec["buffers"]):
+            if b["kind"] != ALLOC:
                 continue
-            b = self.rec["buffers"][i]
-            total += span_of(b["shape"], b["strides"]) * torch.empty((), dtype=dtype_of(b["dtype"])).element_size()
+            size = span_of(b["shape"], b["strides"]) * torch.empty((), dtype=dtype_of(b["dtype"])).element_size()
+            covered = sum(span_of(v["shape"], v["strides"]) * torch.empty((), dtype=dtype_of(v["dtype"])).element_size()
+                          for v in self.rec["outputs"] if v["buf"] == i)
+            total += max(0, size - covered)
         return total
 
     def guards_intact(self) -> bool:

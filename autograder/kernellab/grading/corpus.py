@@ -290,6 +290,267 @@ CHEATS = [
 ]
 
 
+# ---------------------------------------------------------------- issue 23 item 6: cheats that beat the old
+# grade of record (the worker's own claim), each written to get past the code rules, so that the replay is what
+# stops it. Most keep a token launch so that "launched no Triton kernel" does not catch them first.
+_TOKEN_ADD = "    add_kernel[(1,)](x, y, torch.empty_like(x), 1, BLOCK=16)  # a token launch\n"
+_FRAMES = ("import operator\n\nFRAME = operator.attrgetter('sys._getframe')(torch)  # no `import sys`, no `_` name\n"
+           "OS = operator.attrgetter('os')(torch)\n\n\n"
+           "def frame_with(name):\n    f = FRAME(1)\n    while f is not None and name not in f.f_locals:\n"
+           "        f = f.f_back\n    return f\n\n\n")
+
+_HEURISTIC_ADD = """import numpy as np
+
+
+def host_sum(args):  # runs on the host before the kernel: the whole answer in numpy
+    np.add(args["x_ptr"].numpy(), args["y_ptr"].numpy(), out=args["out_ptr"].numpy())
+    return True
+
+
+@triton.heuristics({"DONE": host_sum})
+@triton.jit
+def add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr, DONE: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n
+    if not DONE:
+        tl.store(out_ptr + offsets, tl.load(x_ptr + offsets, mask=mask) + tl.load(y_ptr + offsets, mask=mask),
+                 mask=mask)
+
+
+def add(x, y):
+    out = torch.empty_like(x)
+    add_kernel[(1,)](x, y, out, x.numel(), BLOCK=16)
+    return out
+"""
+
+_CLONE_ADD = """import numpy as np
+
+PARTS = {}  # output address -> the inputs (attributes do not survive the grader's detach())
+
+
+class Sum(torch.Tensor):
+    def clone(self, *args, **kwargs):  # the grader copies the result: the work happens here, after the call
+        plain = self.as_subclass(torch.Tensor)
+        x, y = PARTS[plain.data_ptr()]
+        np.add(x.numpy(), y.numpy(), out=plain.numpy())
+        return plain.clone(*args, **kwargs)
+
+
+def add(x, y):
+    out = torch.empty_like(x)
+""" + _TOKEN_ADD.replace("torch.empty_like(x)", "out") + """    PARTS[out.data_ptr()] = (x, y)
+    return out.as_subclass(Sum)
+"""
+
+_FORGE_ROWS = _FRAMES + """def add(x, y):
+    main = frame_with("job_dir")  # the worker's main(): its job folder and its (decoy) cases
+    job_dir, cases = main.f_locals["job_dir"], main.f_locals["cases"]
+    rows = [{"label": c.label, "output": c.inputs[0] + c.inputs[1], "error": None} for c in cases]
+    rows.append(dict(rows[0]))
+    torch.save({"error": None, "results": rows}, str(job_dir / "result.pt"))
+    (job_dir / "phase").write_text("done")
+    operator.attrgetter("_exit")(OS)(0)  # a clean exit: the trusted code never writes its own report
+"""
+
+_FORGE_NO_ROWS = _FRAMES + """def softmax(x):
+    job_dir = frame_with("job_dir").f_locals["job_dir"]
+    torch.save({"error": None, "results": []}, str(job_dir / "result.pt"))  # no rows: nothing to replay
+    (job_dir / "phase").write_text("done")
+    operator.attrgetter("_exit")(OS)(0)
+"""
+
+_REPLACE_RESULTS = _FRAMES + """def add(x, y):
+    out = torch.empty_like(x)
+""" + _TOKEN_ADD + """    runner = frame_with("results")  # run_correctness: the results of the calls so far
+    if runner is not None:
+        for r in runner.f_locals["results"]:
+            r.record = None  # no record: nothing for a judge to replay, so the worker's claim stands?
+    return out
+"""
+
+_SUBPROCESS_ADD = "import numpy as np\n" + _FRAMES + """def add(x, y):
+    out = torch.empty_like(x)
+""" + _TOKEN_ADD + """    folder = OS.getcwd()
+    np.save(folder + "/x.npy", x.numpy())
+    np.save(folder + "/y.npy", y.numpy())
+    OS.system(operator.attrgetter("sys.executable")(torch) + " -c 'import numpy as np; "
+              "np.save(\\"out.npy\\", np.load(\\"x.npy\\") + np.load(\\"y.npy\\"))'")  # the work in another process
+    out.numpy()[...] = np.load(folder + "/out.npy")
+    return out
+"""
+
+_THREE_READS_ON_A_CLONE = """@triton.jit
+def online_softmax_kernel(out_ptr, x_ptr, n_cols, stride_x, stride_out, BLOCK: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64)
+    x_row = x_ptr + row * stride_x
+    out_row = out_ptr + row * stride_out
+    m = -float("inf")
+    for start in range(0, n_cols, BLOCK):  # pass 1: the max
+        cols = start + tl.arange(0, BLOCK)
+        m = tl.maximum(m, tl.max(tl.load(x_row + cols, mask=cols < n_cols, other=-float("inf")).to(tl.float32), 0))
+    l = 0.0
+    for start in range(0, n_cols, BLOCK):  # pass 2: the sum
+        cols = start + tl.arange(0, BLOCK)
+        x = tl.load(x_row + cols, mask=cols < n_cols, other=-float("inf")).to(tl.float32)
+        l += tl.sum(tl.exp(x - m), 0)
+    for start in range(0, n_cols, BLOCK):  # pass 3: the output
+        cols = start + tl.arange(0, BLOCK)
+        x = tl.load(x_row + cols, mask=cols < n_cols, other=-float("inf")).to(tl.float32)
+        tl.store(out_row + cols, (tl.exp(x - m) / l).to(out_ptr.dtype.element_ty), mask=cols < n_cols)
+
+
+def online_softmax(x):
+    n_rows, n_cols = x.shape
+    out = torch.empty_like(x)
+    copy = x.clone()  # the counter watches x; the three passes read the copy
+    online_softmax_kernel[(n_rows,)](out, copy, n_cols, copy.stride(0), out.stride(0), BLOCK=1024)
+    return out
+"""
+
+_ATOMIC_READS = _THREE_READS_ON_A_CLONE.replace(
+    "    for start in range(0, n_cols, BLOCK):  # pass 1: the max\n        cols = start + tl.arange(0, BLOCK)\n"
+    "        m = tl.maximum(m, tl.max(tl.load(x_row + cols, mask=cols < n_cols, other=-float(\"inf\")).to(tl.float32), 0))\n",
+    "    for start in range(0, n_cols, BLOCK):  # pass 1: the max, read by adding zero (not a load)\n"
+    "        cols = start + tl.arange(0, BLOCK)\n"
+    "        seen = tl.atomic_add(x_row + cols, tl.zeros([BLOCK], x_ptr.dtype.element_ty), mask=cols < n_cols)\n"
+    "        m = tl.maximum(m, tl.max(tl.where(cols < n_cols, seen.to(tl.float32), -float(\"inf\")), 0))\n").replace(
+    "    copy = x.clone()  # the counter watches x; the three passes read the copy\n"
+    "    online_softmax_kernel[(n_rows,)](out, copy, n_cols, copy.stride(0), out.stride(0), BLOCK=1024)\n",
+    "    online_softmax_kernel[(n_rows,)](out, x, n_cols, x.stride(0), out.stride(0), BLOCK=1024)\n")
+
+def _np(edit):
+    """``edit``, with numpy imported at the top of the cells it changes."""
+    return lambda text: {k: "import numpy as np\n\n" + v for k, v in edit(text).items()}
+
+
+_SCORES_BEFORE_THE_CALL = "SCORES = torch.empty(1 << 20, dtype=torch.float32)  # N x N, allocated when the cell runs\n\n"
+
+
+def _scores_buffer(where: str):
+    """flash_attention whose kernel also writes its scores into an N x N buffer (``where``: made before the call,
+    or as the tail of the output's own allocation)."""
+    def edit(text):
+        src = text["flash_attention_code"]
+        for old, new in (
+                ("                     H, N_CTX, qk_scale,\n", "                     H, N_CTX, qk_scale, s_ptr,\n"),
+                ("    o = acc / l_i[:, None]\n", "    o = acc / l_i[:, None]\n"
+                 "    tl.store(s_ptr + bh * N_CTX * N_CTX + rows[:, None] * N_CTX + d[None, :], o, "
+                 "mask=rows[:, None] < N_CTX)  # 'scores'\n"),
+                ("H, N, 1.4426950408889634 / math.sqrt(D),", "H, N, 1.4426950408889634 / math.sqrt(D), scores,")):
+            assert old in src, old
+            src = src.replace(old, new)
+        if where == "cell":
+            src = src.replace("def flash_attention(q, k, v, causal):\n", _SCORES_BEFORE_THE_CALL
+                              + "def flash_attention(q, k, v, causal):\n").replace(
+                "    grid = lambda meta:", "    scores = SCORES\n    grid = lambda meta:")
+        else:
+            old = "    o = torch.empty((B, H, N, D), dtype=q.dtype, device=q.device)\n"
+            assert old in src
+            src = src.replace(old, "    whole = torch.empty(B * H * N * D + B * H * N * N, dtype=q.dtype, "
+                              "device=q.device)  # the output, then the N x N scores\n"
+                              "    o = whole[:B * H * N * D].view(B, H, N, D)\n"
+                              "    scores = whole[B * H * N * D:]\n")
+        return {"flash_attention_code": src}
+    return edit
+
+
+CHEATS += [
+    # -- 1: switching the op watch off
+    Entry("watch_off_private_module_alias", L1, "add_correct", "the op watch off through a private dispatch module "
+          "imported under an alias (`import a.b._c as x`, attrgetter for the private name)",
+          lambda t: {"add_code": "import operator\nimport torch.utils._python_dispatch as dispatch\n\n"
+                         "QUIET = operator.attrgetter('_disable_current_modes')(dispatch)\n\n\n"
+                         + t["add_code"].replace(_ADD_HEAD + "    n = x.numel()\n    BLOCK = 4096\n" + _ADD_LAUNCH,
+                                                 _ADD_HEAD + "    with QUIET():\n        torch.add(x, y, out=out)\n"
+                                                 + _TOKEN_ADD)}, says="NaN"),
+    Entry("watch_off_attrgetter_path", L3, "softmax_correct", "the op watch off through a dotted operator.attrgetter "
+          "string, bound once in the cell", lambda t: {"softmax_code": "import operator\n\n"
+          "QUIET = operator.attrgetter('utils._python_dispatch._disable_current_modes')(torch)\n\n\n"
+          + t["softmax_code"].replace("    return out\n", "    with QUIET():\n"
+                                      "        out.copy_(F.softmax(x.float(), dim=1).to(x.dtype))\n    return out\n")
+          .replace("softmax_kernel[(triton.cdiv(n_rows, rows),)](out,", "softmax_kernel[(1,)](out,")}, says="wrong"),
+    Entry("watch_off_dispatch_guard", L2, "matmul_correct", "PyTorch's dispatch switched off with "
+          "torch._C._DisableTorchDispatch, reached by attrgetter", lambda t: {"matmul_code": "import operator\n\n"
+          "NO_DISPATCH = operator.attrgetter('_C._DisableTorchDispatch')(torch)\n\n\n" + t["matmul_code"].replace(
+              "def matmul(a, b):\n    return _launch(a, b, None)\n",
+              "def matmul(a, b):\n    c = _launch(a[:16, :16], b[:16, :16], None)  # a token launch\n"
+              "    c = torch.empty((a.shape[0], b.shape[1]), device=a.device, dtype=a.dtype)\n"
+              "    with NO_DISPATCH():\n        torch.matmul(a, b, out=c)\n    return c\n")}, says="NaN"),
+    # -- 2: arithmetic that never reaches the dispatcher
+    Entry("numpy_views_add", L1, "add_correct", "the sum in numpy, through x.numpy() views of CPU tensors",
+          _np(_sub("add_code", _ADD_HEAD + "    n = x.numel()\n    BLOCK = 4096\n" + _ADD_LAUNCH,
+               _ADD_HEAD + "    np.add(x.numpy(), y.numpy(), out=out.numpy())\n" + _TOKEN_ADD)), says="NaN"),
+    Entry("numpy_views_online_softmax", L3, "online_softmax_correct", "softmax in numpy on .numpy() views",
+          _np(_sub("online_softmax_code", "    online_softmax_kernel[(n_rows,)](",
+               "    v = x.numpy().astype(np.float32)\n    e = np.exp(v - v.max(axis=1, keepdims=True))\n"
+               "    out.numpy()[...] = e / e.sum(axis=1, keepdims=True)\n    online_softmax_kernel[(1,)](")),
+          says="wrong"),
+    Entry("python_floats_fill_", L1, "fused_correct", "Python floats written back element by element with fill_",
+          _sub("silu_gate_code", "    silu_gate_kernel[(triton.cdiv(n, BLOCK),)](x, y, out, n, BLOCK=BLOCK, num_warps=8)\n",
+               "    silu_gate_kernel[(1,)](x, y, out, 1, BLOCK=16)  # a token launch\n"
+               "    flat, xs, ys = out.view(-1), x.view(-1).tolist(), y.view(-1).tolist()\n"
+               "    for i in range(n):\n        a = xs[i]\n"
+               "        flat[i].fill_(a / (1.0 + math.exp(-a)) * ys[i] + a)\n"), says="too many separate steps"),
+    Entry("python_floats_fill_layernorm", L3, "add_layernorm_correct", "LayerNorm in Python floats, each element "
+          "written with fill_", _sub("add_layernorm_code", "    add_layernorm_kernel[(triton.cdiv(n_rows, rows),)](",
+                                     "    for r in range(n_rows):\n        h = [a + b for a, b in zip(x[r].tolist(), "
+                                     "residual[r].tolist())]\n        mu = sum(h) / n_cols\n"
+                                     "        sd = (sum((v - mu) ** 2 for v in h) / n_cols + eps) ** 0.5\n"
+                                     "        for c, (v, w, b) in enumerate(zip(h, weight.tolist(), bias.tolist())):\n"
+                                     "            out[r, c].fill_((v - mu) / sd * w + b)\n"
+                                     "    add_layernorm_kernel[(1,)]("), says="too many separate steps"),
+    Entry("python_helper_in_the_kernel", L1, "fused_correct", "a plain Python function called from the kernel body "
+          "(runs on the host in the interpreter)", lambda t: {
+              "silu_gate_code": "def silu(v):  # not @triton.jit: Python on the host in the interpreter\n"
+                                "    return v * tl.sigmoid(v)\n\n\n" + t["silu_gate_code"].replace(
+                                    "    out = x * tl.sigmoid(x) * y + x\n", "    out = silu(x) * y + x\n")},
+          says="Not a pure Triton kernel"),
+    Entry("python_helper_in_the_softmax_kernel", L3, "softmax_correct", "a plain Python helper holding the "
+          "reduction, called from the kernel", lambda t: {"softmax_code": "def row_max(v):  # not @triton.jit\n"
+          "    return tl.max(v, axis=1)\n\n\n" + t["softmax_code"].replace(
+              "    z = x - tl.max(x, axis=1)[:, None]", "    z = x - row_max(x)[:, None]")},
+          says="Not a pure Triton kernel"),
+    Entry("heuristics_hook_computes", L1, "add_correct", "a triton.heuristics hook that computes the answer on the "
+          "host, the kernel then does nothing", _whole("add_code", _HEURISTIC_ADD), says="NaN"),
+    Entry("grid_lambda_computes", L2, "matmul_correct", "a grid function that computes the product on the host "
+          "and asks for one program", _np(_sub("matmul_code",
+                                           "    grid = lambda meta: (triton.cdiv(M, meta[\"BLOCK_M\"]) * triton.cdiv(N, meta[\"BLOCK_N\"]),)\n",
+                                           "    def grid(meta):\n        c.numpy()[...] = (a.numpy().astype(np.float32) @ "
+                                           "b.numpy().astype(np.float32)).astype(c.numpy().dtype)\n"
+                                           "        return (1,)\n")), says="wrong"),
+    Entry("clone_does_the_work", L1, "add_correct", "a Tensor subclass whose clone() does the work after the call",
+          lambda t: {"add_code": t["add_code"].split("def add(x, y):")[0] + _CLONE_ADD}, says="NaN"),
+    # -- 3: forging the worker's report
+    Entry("forge_the_report_and_exit", L1, "add_correct", "the worker's job folder found by walking the stack "
+          "(sys._getframe through attrgetter), its result file written, a clean os._exit",
+          lambda t: {"add_code": t["add_code"].split("def add(x, y):")[0] + _FORGE_ROWS}, says="wrong"),
+    Entry("forge_an_empty_report", L3, "softmax_correct", "a result file with no rows and a clean exit",
+          lambda t: {"softmax_code": t["softmax_code"].split("def softmax(x):")[0] + _FORGE_NO_ROWS},
+          says="no results"),
+    Entry("replace_results_through_frames", L1, "add_correct", "the harness's frame reached by walking the "
+          "stack: earlier results' records dropped and outputs replaced",
+          lambda t: {"add_code": t["add_code"].split("def add(x, y):")[0] + _REPLACE_RESULTS}, says="NaN"),
+    Entry("subprocess_does_the_work", L1, "add_correct", "the sum computed in another process (os.system via "
+          "attrgetter), copied into the output through numpy",
+          lambda t: {"add_code": t["add_code"].split("def add(x, y):")[0] + _SUBPROCESS_ADD}, says="NaN"),
+    # -- 4: defeating counters
+    Entry("three_reads_on_a_clone", L3, "online_softmax_reads", "three passes over a clone of the input (the "
+          "counter watches the input only)", _whole("online_softmax_code", _THREE_READS_ON_A_CLONE), says="read"),
+    Entry("atomic_add_zero_as_loads", L3, "online_softmax_reads", "the first pass reads with tl.atomic_add(ptr, 0), "
+          "which the load counter does not see", _whole("online_softmax_code", _ATOMIC_READS), says="read"),
+    Entry("scores_made_before_the_call", L4, "flash_attention_memory", "an N x N buffer allocated when the cell "
+          "runs, before the graded call (the memory check counts allocations inside it)", _scores_buffer("cell"),
+          says="neither an input nor allocated"),
+    Entry("scores_in_the_outputs_allocation", L4, "flash_attention_memory", "the N x N scores in the tail of one "
+          "big allocation whose head is returned", _scores_buffer("tail"), says="besides its outputs"),
+    Entry("backward_scratch_made_before_the_call", L5, "flash_backward_correct", "delta in a buffer allocated "
+          "when the cell runs", lambda t: {"flash_backward_code": "SCRATCH = torch.empty(1 << 20, dtype=torch.float32)\n\n"
+          + _sub("flash_backward_code", "    delta = torch.empty((B, H, N), dtype=torch.float32, device=q.device)\n",
+                 "    delta = SCRATCH[:B * H * N].view(B, H, N)  # no allocation in the call\n")(t)["flash_backward_code"]},
+          says="neither an input nor allocated"),
+]
+
+
 _AUTOTUNED_ADD = """@kl.autotune(configs=[triton.Config({"BLOCK": b}, num_warps=w) for b, w in ((1024, 4), (2048, 4), (4096, 8))],
              key=["n"])
 @triton.jit
@@ -438,6 +699,134 @@ CONTROLS = [
     Entry("autotuned_add_speed", L1, "add_bandwidth", "autotuned add, timed", _whole("add_code", _AUTOTUNED_ADD),
           expect="earned", gpu=True),
 ]
+
+# ---------------------------------------------------------------- issue 23 item 6: honest submissions the replay
+# must keep at full credit (helpers, views, copies, shape-chosen launches, atomics with reset_to_zero).
+_JIT_HELPER_SILU = """@triton.jit
+def silu(v):
+    return v * tl.sigmoid(v)
+
+
+@triton.jit
+def silu_gate_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n
+    x = tl.load(x_ptr + offsets, mask=mask).to(tl.float32)
+    y = tl.load(y_ptr + offsets, mask=mask).to(tl.float32)
+    tl.store(out_ptr + offsets, (silu(x) * y + x).to(out_ptr.dtype.element_ty), mask=mask)
+
+
+def silu_gate(x, y):
+    out = torch.empty_like(x)
+    n = x.numel()
+    silu_gate_kernel[(triton.cdiv(n, 1024),)](x, y, out, n, BLOCK=1024)
+    return out
+"""
+
+_HELPERS_CELL = "\n\nGATE_BLOCK = 1024  # used by the next cell\n\n\ndef gate_grid(n):\n    return (triton.cdiv(n, GATE_BLOCK),)\n"
+_GATE_WITH_HELPERS = _JIT_HELPER_SILU.replace("silu_gate_kernel[(triton.cdiv(n, 1024),)](x, y, out, n, BLOCK=1024)",
+                                              "silu_gate_kernel[gate_grid(n)](x, y, out, n, BLOCK=GATE_BLOCK)")
+
+_SMALL_AND_LARGE_ADD = """@triton.jit
+def add_one_block(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offsets = tl.arange(0, BLOCK)
+    mask = offsets < n
+    tl.store(out_ptr + offsets, tl.load(x_ptr + offsets, mask=mask) + tl.load(y_ptr + offsets, mask=mask), mask=mask)
+
+
+@triton.jit
+def add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n
+    tl.store(out_ptr + offsets, tl.load(x_ptr + offsets, mask=mask) + tl.load(y_ptr + offsets, mask=mask), mask=mask)
+
+
+def add(x, y):
+    n = x.numel()
+    out = torch.empty(x.shape, dtype=x.dtype, device=x.device)
+    if n <= 2048:  # small: one program covering the whole array
+        add_one_block[(1,)](x, y, out, n, BLOCK=max(16, triton.next_power_of_2(n)))
+    else:
+        block = 4096 if n >= (1 << 20) else 1024
+        add_kernel[(triton.cdiv(n, block),)](x, y, out, n, BLOCK=block)
+    return out
+"""
+
+_WHERE_ADD = """SPAN: tl.constexpr = tl.constexpr(1024)  # a module-level constexpr the kernel reads
+
+
+@triton.jit
+def add_kernel(x_ptr, y_ptr, out_ptr, n):
+    offsets = tl.program_id(0) * SPAN + tl.arange(0, SPAN)
+    inside = offsets < n
+    safe = tl.where(inside, offsets, 0)  # every lane loads a valid address: no load masks
+    total = tl.load(x_ptr + safe) + tl.load(y_ptr + safe)
+    tl.store(out_ptr + tl.where(inside, offsets, n - 1), tl.where(inside, total, tl.load(x_ptr + n - 1) +
+             tl.load(y_ptr + n - 1)))  # lanes past the end rewrite the last element with its own value
+
+
+def add(x, y):
+    out = torch.empty_like(x)
+    n = x.numel()
+    add_kernel[(triton.cdiv(n, 1024),)](x, y, out, n)
+    return out
+"""
+
+_RESET_TO_ZERO_SPLIT_K = _SPLIT_K.replace(
+    "@triton.jit\ndef splitk_kernel(",
+    "@triton.autotune(configs=[triton.Config({'SPLIT': 2}), triton.Config({'SPLIT': 4})], key=['M', 'N', 'K'],\n"
+    "                 reset_to_zero=['acc_ptr'])\n@triton.jit\ndef splitk_kernel(").replace(
+    "    grid = (triton.cdiv(M, 64), triton.cdiv(N, 64), 4)\n",
+    "    grid = lambda meta: (triton.cdiv(M, 64), triton.cdiv(N, 64), meta['SPLIT'])\n").replace(
+    "BLOCK_M=64, BLOCK_N=64, BLOCK_K=32, SPLIT=4)", "BLOCK_M=64, BLOCK_N=64, BLOCK_K=32)")
+
+CONTROLS += [
+    Entry("jit_helper_in_the_kernel", L1, "fused_correct", "the kernel calls another @triton.jit function (silu)",
+          _whole("silu_gate_code", _JIT_HELPER_SILU), expect="full"),
+    Entry("helpers_in_another_cell", L1, "fused_correct", "a block-size global and a plain Python grid function "
+          "defined in another cell (the add cell)", lambda t: {"add_code": t["add_code"] + _HELPERS_CELL,
+                                                               "silu_gate_code": _GATE_WITH_HELPERS}, expect="full"),
+    Entry("small_and_large_kernels", L1, "add_correct", "the grid and the kernel chosen from the shape (one block for "
+          "small n), triton.cdiv / next_power_of_2, torch.empty(..., device=x.device)",
+          _whole("add_code", _SMALL_AND_LARGE_ADD), expect="full"),
+    Entry("where_instead_of_masks", L1, "add_correct", "tl.where on the offsets instead of load/store masks, "
+          "a module-level tl.constexpr global in the kernel", _whole("add_code", _WHERE_ADD), expect="full"),
+    Entry("matmul_in_row_halves", L2, "matmul_correct", "two launches on sliced views (a[:h], c[:h] and a[h:], "
+          "c[h:]): pointers into the middle of a buffer", _sub("matmul_code", "def matmul(a, b):\n    return _launch(a, b, None)\n",
+                                                               "def matmul(a, b):\n    M, h = a.shape[0], max(1, a.shape[0] // 2)\n"
+                                                               "    if M < 2:\n        return _launch(a, b, None)\n"
+                                                               "    c = torch.empty((M, b.shape[1]), device=a.device, dtype=a.dtype)\n"
+                                                               "    for lo, hi in ((0, h), (h, M)):\n"
+                                                               "        part = a.narrow(0, lo, hi - lo)\n"
+                                                               "        c[lo:hi] = 0  # a fill_ on a slice, then overwritten\n"
+                                                               "        _into(part, b, c[lo:hi])\n    return c\n\n\n"
+                                                               "def _into(a, b, c):\n    M, K = a.shape\n    N = b.shape[1]\n"
+                                                               "    grid = lambda meta: (triton.cdiv(M, meta[\"BLOCK_M\"]) * triton.cdiv(N, meta[\"BLOCK_N\"]),)\n"
+                                                               "    matmul_kernel[grid](a, b, c, c, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1),\n"
+                                                               "                        c.stride(0), c.stride(1), GROUP_M=8, BIAS_GELU=False)\n"),
+          expect="full"),
+    Entry("softmax_contiguous_copy", L3, "softmax_correct", "a .contiguous() copy of the input before the launch",
+          _sub("softmax_code", "    n_rows, n_cols = x.shape\n    out = torch.empty_like(x)\n",
+               "    x = x.t().contiguous().t().contiguous()  # two copies: column-major, then row-major again\n"
+               "    n_rows, n_cols = x.shape\n    out = torch.empty_like(x)\n"), expect="full"),
+    Entry("constexpr_global_exp2", L3, "online_softmax_correct", "a module-level tl.constexpr (log2 e) used in "
+          "the kernel, exp2 instead of exp", lambda t: {"online_softmax_code": "LOG2E = tl.constexpr(1.4426950408889634)\n\n\n"
+          + t["online_softmax_code"].replace("tl.store(out_row + cols, (tl.exp(x - m) / l)",
+                                             "tl.store(out_row + cols, (tl.math.exp2((x - m) * LOG2E) / l)")},
+          expect="full"),
+    Entry("online_reads_small_blocks", L3, "online_softmax_reads", "the online softmax in 512-wide blocks: more "
+          "loop steps, still two reads per element (the replay counts every load)",
+          _sub("online_softmax_code", "BLOCK=4096, num_warps=8)", "BLOCK=512, num_warps=4)"), expect="full"),
+    Entry("flash_memory_fixed_blocks", L4, "flash_attention_memory", "FlashAttention with fixed 32 x 16 blocks: "
+          "only the output and the lse are allocated (the memory check counts unreturned bytes)",
+          lambda t: {"flash_attention_code": t["flash_attention_code"].replace(
+              "@kl.autotune(configs=FWD_CONFIGS, key=[\"N_CTX\", \"HEAD_DIM\", \"CAUSAL\"])\n", "").replace(
+              "HEAD_DIM=D, CAUSAL=bool(causal))", "HEAD_DIM=D, CAUSAL=bool(causal), BLOCK_M=32, BLOCK_N=16)")},
+          expect="full"),
+    Entry("split_k_reset_to_zero", L2, "matmul_correct", "stock triton.autotune over the split count with "
+          "reset_to_zero on the fp32 atomic accumulator", _whole("matmul_code", _RESET_TO_ZERO_SPLIT_K), expect="full"),
+]
+
 ENTRIES = CHEATS + CONTROLS
 
 

@@ -36,7 +36,10 @@ def replay_case(problem, case, rec: dict, folder: str, device: str):
     before = [v.clone() for v in views]
     try:
         rp = Replay(rec, folder, device, len(case.inputs))
-        counting = count_reads(views[:1]) if problem.max_reads is not None else contextlib.nullcontext()
+        # Every element the replay's kernels load or its copies read, per element of the input: the replay
+        # reaches only the inputs and its own buffers, so passes over a copy of the input count too.
+        counting = (count_reads(views[:1], anywhere=True) if problem.max_reads is not None
+                    else contextlib.nullcontext())
         with numpy.errstate(all="ignore"), counting as reads:
             outs = rp.run([g.base if g is not None else None for g in guards])
     except ReplayError as exc:
@@ -73,7 +76,7 @@ def replay_case(problem, case, rec: dict, folder: str, device: str):
         if not torch.equal(torch.nan_to_num(g.view), torch.nan_to_num(b)):
             return CallResult(case.label, error=f"{call} changed its input {i}: inputs must stay as they were.")
     results = tuple(o.detach().to("cpu").clone() for o in tensors)
-    counted = reads.elements[0] if reads is not None and reads.available else None
+    counted = reads.elements[0] + rp.copied if reads is not None and reads.available else None
     return CallResult(case.label, output=results if several else results[0], reads=counted,
                       extra_bytes=rp.extra_bytes())
 
