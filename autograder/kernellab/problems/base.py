@@ -197,7 +197,10 @@ def run_case(fn, problem: CorrectnessProblem, case: Case, device: str, record_ca
             return CallResult(case.label, error=f"{call} wrote past the end of input {i}.")
         if not torch.equal(torch.nan_to_num(g.view), torch.nan_to_num(b)):
             return CallResult(case.label, error=f"{call} changed its input {i}: inputs must stay as they were.")
-    results = tuple(o.detach().to("cpu").clone() for o in outs)
+    try:  # a returned Tensor subclass may do anything in clone(): its failure is the call's
+        results = tuple(o.detach().to("cpu").clone() for o in outs)
+    except Exception as exc:  # noqa: BLE001
+        return CallResult(case.label, error=describe_exception(exc, call))
     counted = reads.elements[0] if reads is not None and reads.available else None
     owners = {id(st.owns(o)) for o in outs}
     extra = sum(_nbytes(g.view) for g in st.allocations if id(g) not in owners)
