@@ -908,8 +908,8 @@ def write(results: list[dict], out: pathlib.Path) -> str:
     cheats = [r for r in results if r["expect"] in ("0", "kernel")]
     honest = [r for r in results if r["expect"] not in ("0", "kernel")]
     lines = ["# Cheat corpus and honest controls", ""] + _header() + ["", (
-        "Each submission is the reference solution with one cell changed, graded by the grade of record (a fresh "
-        "child process per problem). 'untouched' counts the lesson's other problems whose cells it leaves as the "
+        "Each submission is the reference solution with one cell changed, graded by the grade of record (a worker "
+        "records, a judge replays and times). 'untouched' counts the lesson's other problems whose cells it leaves as the "
         "solution has them: they are graded exactly as the solution is."), ""]
     for title, rows in (("Cheats", cheats), ("Honest controls", honest)):
         lines += [f"## {title}: {sum(r['ok'] for r in rows)} of {len(rows)} as expected", ""]
