@@ -150,7 +150,8 @@ class Recording:
                             "allocated during the call (a buffer made before the call, or by a torch op?)")
                 return {"none": True}
             dt = dtype_name(value.dtype) if hasattr(value, "dtype") else ""
-            return {"ptr": list(hit), "dtype": dt}
+            # Triton specialises a kernel on 16-byte aligned pointers: the judge's must be aligned alike.
+            return {"ptr": list(hit), "dtype": dt, "a16": ptr % 16 == 0}
         if isinstance(value, bool):
             return {"value": value}
         if isinstance(value, (int, float, str)):

@@ -217,7 +217,10 @@ class Replay:
         if not 0 <= off <= base.untyped_storage().nbytes() - (base.data_ptr() - base.untyped_storage().data_ptr()):
             raise ReplayError("The record has a pointer outside its buffer.")
         if not for_interpreter:
-            return base.data_ptr() + off
+            ptr = base.data_ptr() + off
+            if arg.get("a16") and ptr % 16:
+                raise ReplayError("A kernel compiled for 16-byte aligned pointers would get an unaligned one here.")
+            return ptr
         dt = dtype_of(arg.get("dtype") or "uint8")
         size = torch.empty((), dtype=dt).element_size()
         start = base.data_ptr() - base.untyped_storage().data_ptr() + off

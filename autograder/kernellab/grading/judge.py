@@ -26,7 +26,7 @@ def replay_case(problem, case, rec: dict, folder: str, device: str):
 
     from ..guarded import guarded_copy
     from ..invoke import describe_exception, sync
-    from ..problems.base import CallResult, _returned_tensors
+    from ..problems.base import CallResult, returned_tensors, inputs_disturbed
     from ..reads import count_reads
     from ..replay import Replay, ReplayError
 
@@ -50,7 +50,7 @@ def replay_case(problem, case, rec: dict, folder: str, device: str):
     if err:
         return CallResult(case.label, error=err)
     out = outs if rec.get("tuple") else (outs[0] if len(outs) == 1 else outs)
-    tensors, why = _returned_tensors(problem, out, call)
+    tensors, why = returned_tensors(problem, out, call)
     if why:
         return CallResult(case.label, error=why)
     several = bool(problem.outputs)
@@ -70,11 +70,9 @@ def replay_case(problem, case, rec: dict, folder: str, device: str):
                    if hit is not None else f"{call} wrote past the end of a buffer it allocated.")
         return CallResult(case.label, overrun=overrun, error=(
             overrun + " Mask the stores of the last block: tl.store(..., mask=offsets < n)."))
-    for i, (g, b) in enumerate(zip([g for g in guards if g is not None], before)):
-        if not g.guard_intact():
-            return CallResult(case.label, error=f"{call} wrote past the end of input {i}.")
-        if not torch.equal(torch.nan_to_num(g.view), torch.nan_to_num(b)):
-            return CallResult(case.label, error=f"{call} changed its input {i}: inputs must stay as they were.")
+    why = inputs_disturbed(call, guards, before)
+    if why:
+        return CallResult(case.label, error=why)
     results = tuple(o.detach().to("cpu").clone() for o in tensors)
     counted = reads.elements[0] + rp.copied if reads is not None and reads.available else None
     return CallResult(case.label, output=results if several else results[0], reads=counted,

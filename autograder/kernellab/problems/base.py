@@ -122,7 +122,7 @@ def call_learner(problem, fn, *args, **kwargs):
     return call(fn, *args, **kwargs) if call is not None else fn(*args, **kwargs)
 
 
-def _returned_tensors(problem: CorrectnessProblem, out, call: str):
+def returned_tensors(problem: CorrectnessProblem, out, call: str):
     """(tensors, None) when ``out`` has the shape of answer the problem wants, else (None, why)."""
     if out is None:
         return None, f"{call} returned None: return the output tensor{'s' if problem.outputs else ''}."
@@ -165,7 +165,7 @@ def run_case(fn, problem: CorrectnessProblem, case: Case, device: str, record_ca
         return CallResult(case.label, error=err)
     if st.misuse(call):
         return CallResult(case.label, error=st.misuse(call))
-    outs, why = _returned_tensors(problem, out, call)
+    outs, why = returned_tensors(problem, out, call)
     if why:
         return CallResult(case.label, error=why)
     several = bool(problem.outputs)
@@ -192,11 +192,9 @@ def run_case(fn, problem: CorrectnessProblem, case: Case, device: str, record_ca
             overrun = f"{call} wrote past the end of its output (at least {hit + 1} element(s) beyond it)."
             return CallResult(case.label, overrun=overrun, error=(
                 overrun + " Mask the stores of the last block: tl.store(..., mask=offsets < n)."))
-    for i, (g, b) in enumerate(zip([g for g in guards if g is not None], before)):
-        if not g.guard_intact():
-            return CallResult(case.label, error=f"{call} wrote past the end of input {i}.")
-        if not torch.equal(torch.nan_to_num(g.view), torch.nan_to_num(b)):
-            return CallResult(case.label, error=f"{call} changed its input {i}: inputs must stay as they were.")
+    why = inputs_disturbed(call, guards, before)
+    if why:
+        return CallResult(case.label, error=why)
     try:  # a returned Tensor subclass may do anything in clone(): its failure is the call's
         results = tuple(o.detach().to("cpu").clone() for o in outs)
     except Exception as exc:  # noqa: BLE001
@@ -210,6 +208,17 @@ def run_case(fn, problem: CorrectnessProblem, case: Case, device: str, record_ca
         recorded["_files"] = dict(rec.files)  # local paths: the worker copies them next to its result
     return CallResult(case.label, output=results if several else results[0], reads=counted, extra_bytes=extra,
                       record=recorded)
+
+
+def inputs_disturbed(call: str, guards: list, before: list) -> str | None:
+    """Why the call's guarded inputs are not as they were (written past, or changed), or None. Shared by the
+    learner's check and the judge's replay."""
+    for i, (g, b) in enumerate(zip([g for g in guards if g is not None], before)):
+        if not g.guard_intact():
+            return f"{call} wrote past the end of input {i}."
+        if not torch.equal(torch.nan_to_num(g.view), torch.nan_to_num(b)):
+            return f"{call} changed its input {i}: inputs must stay as they were."
+    return None
 
 
 def run_correctness(fn, problem: CorrectnessProblem, cases: list, device: str, stop_on_error=True,
