@@ -185,6 +185,13 @@ def test_launcher_types_are_checked_before_triton_writes_c_from_them(ty, ok):
     assert (why is None) == ok, why
 
 
+def test_kernels_generated_by_torch_compile_are_not_the_learners():
+    entry = {"signature": {"a": "*fp16"}, "arg_names": ["a"]}
+    why = signature_problem(entry, {"target": {"backend": "cuda"}, "name": "triton_poi_fused_add_0"})
+    assert why and "torch.compile" in why
+    assert signature_problem(entry, {"target": {"backend": "cuda"}, "name": "triton_add_kernel"}) is None
+
+
 def test_the_worker_gets_the_cases_shapes_not_their_values():
     from kernellab.grading.harness import decoy_case
     case = problems_of("03_fused_softmax_layernorm")["add_layernorm_correct"].make_cases(seeded_generator(5), False)[-1]
