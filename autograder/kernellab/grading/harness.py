@@ -57,15 +57,17 @@ def _child_env(interpreted: bool = False) -> dict:
 
 
 _JUDGE_CACHE: list = []
+_JUDGE_CACHE_LOCK = threading.Lock()
 
 
 def _judge_cache() -> str:
     """Triton's cache for judge processes: made by this process, never handed to a worker, so a worker cannot
     plant a launcher there for a judge to load (worker and judge still run as one user: see
     docs/GRADE_OF_RECORD.md)."""
-    if not _JUDGE_CACHE:
-        _JUDGE_CACHE.append(tempfile.mkdtemp(prefix="kl-judge-triton-"))
-    return _JUDGE_CACHE[0]
+    with _JUDGE_CACHE_LOCK:  # the class queue grades from several threads
+        if not _JUDGE_CACHE:
+            _JUDGE_CACHE.append(tempfile.mkdtemp(prefix="kl-judge-triton-"))
+        return _JUDGE_CACHE[0]
 
 
 def _run_child(jobdir: pathlib.Path, interpreted: bool = False,
