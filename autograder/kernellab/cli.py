@@ -52,6 +52,11 @@ def main(argv=None) -> int:
     t.add_argument("lesson", nargs="?", default=None, help="lesson id (all actions but export)")
     t.add_argument("--course", default=".", help="the nbgrader course folder (autograder/)")
     t.add_argument("--out", default=None, help="report: the HTML file (default reports/<lesson>.html)")
+    t.add_argument("--jobs", type=int, default=None,
+                   help="autograde: problems graded at a time into the result store (default: half the CPUs; "
+                        "speed problems always one at a time)")
+    t.add_argument("--force", action="store_true",
+                   help="autograde: grade again even what the result store holds")
     gr = sub.add_parser("grade", help="grade one submitted notebook by the grade of record (worker + judge)")
     gr.add_argument("notebook", help="the submitted .ipynb")
     gr.add_argument("--json", default=None, help="write {problems: {id: {points, max, message}}, device} here")
@@ -122,7 +127,7 @@ def main(argv=None) -> int:
         from .grading.term import main as term_main
         if args.action != "export" and not args.lesson:
             ap.error(f"term {args.action} needs a lesson id")
-        return term_main(args.action, args.lesson, args.course, args.out)
+        return term_main(args.action, args.lesson, args.course, args.out, args.jobs, args.force)
     elif args.cmd == "grade":
         from .grading.grade_one import main as grade_main
         return grade_main(args.notebook, args.json, _split(args.problems), args.secret_file, args.student,

@@ -16,6 +16,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 import torch
@@ -31,6 +32,13 @@ from .secret import problem_seed
 COMPILE_BUDGET = float(os.environ.get("KERNELLAB_COMPILE_BUDGET", 120))
 RUN_BUDGET = float(os.environ.get("KERNELLAB_RUN_BUDGET", 180))
 LOAD_BUDGET = float(os.environ.get("KERNELLAB_LOAD_BUDGET", 60))
+
+# Set by interrupt() (a class queue's Ctrl-C): every child being watched is killed and its grading raises
+# KeyboardInterrupt in its own thread, so a pool of jobs stops at once; resume() clears it.
+_STOP = threading.Event()
+# Set to 1, a grading with a result store refuses to grade anything the store does not hold (nbgrader after a
+# queue run must only read the store).
+STORE_ONLY_ENV = "KERNELLAB_STORE_ONLY"
 
 _DROP_ENV = ("NBGRADER_", "KERNELLAB_SECRET", "JPY_", "JUPYTER_", "IPYKERNEL")
 
@@ -49,15 +57,17 @@ def _child_env(interpreted: bool = False) -> dict:
 
 
 _JUDGE_CACHE: list = []
+_JUDGE_CACHE_LOCK = threading.Lock()
 
 
 def _judge_cache() -> str:
     """Triton's cache for judge processes: made by this process, never handed to a worker, so a worker cannot
     plant a launcher there for a judge to load (worker and judge still run as one user: see
     docs/GRADE_OF_RECORD.md)."""
-    if not _JUDGE_CACHE:
-        _JUDGE_CACHE.append(tempfile.mkdtemp(prefix="kl-judge-triton-"))
-    return _JUDGE_CACHE[0]
+    with _JUDGE_CACHE_LOCK:  # the class queue grades from several threads
+        if not _JUDGE_CACHE:
+            _JUDGE_CACHE.append(tempfile.mkdtemp(prefix="kl-judge-triton-"))
+        return _JUDGE_CACHE[0]
 
 
 def _run_child(jobdir: pathlib.Path, interpreted: bool = False,
@@ -102,6 +112,9 @@ def _watch(proc, jobdir: pathlib.Path, budgets: dict) -> tuple[str | None, str]:
     phase, since = "start", time.monotonic()
     while proc.poll() is None:
         time.sleep(0.05)
+        if _STOP.is_set():
+            _kill(proc)
+            raise KeyboardInterrupt("grading interrupted")
         try:
             now_phase = (jobdir / "phase").read_text().strip() or phase
         except OSError:
@@ -115,6 +128,15 @@ def _watch(proc, jobdir: pathlib.Path, budgets: dict) -> tuple[str | None, str]:
             return (f"Stopped: {what} took longer than its budget of {budgets.get(phase):.0f} s. An endless "
                     "loop, or a kernel far too slow for this size?"), phase
     return None, phase
+
+
+def interrupt() -> None:
+    """Stop every grading in progress in this process (their children are killed) and refuse new ones."""
+    _STOP.set()
+
+
+def resume() -> None:
+    _STOP.clear()
 
 
 def _kill(proc) -> None:
@@ -143,6 +165,8 @@ def grade_problem(problem, nb, seed: int, ceil=None, facts: dict | None = None,
                   lesson: str = "", limit_s: float | None = None) -> tuple[Outcome, dict]:
     """Grade one problem of a submitted notebook in a fresh child process (``limit_s``: a shorter compile
     and run budget, for a submission known to loop)."""
+    if _STOP.is_set():
+        raise KeyboardInterrupt("grading interrupted")
     record = {"problem": problem.id, "kind": problem.kind, "seed": seed, "started": _now()}
     sources, missing = sources_for(nb, problem.names)
     if missing:
@@ -326,18 +350,80 @@ def clamp_points(fraction: float, points: float) -> float:
     return round(max(0.0, min(1.0, float(fraction))) * float(points), 4)
 
 
+def problem_points(problem, nb) -> float:
+    """The points of ``problem``'s test cell in ``nb`` (the registered points if the cell has none)."""
+    cell = {grade_id(c): c for c in nb.cells}.get(problem.id)
+    return float(((cell or {}).get("metadata", {}).get("nbgrader") or {}).get("points", problem.points))
+
+
+def failed(message: str) -> bool:
+    """A grading that failed rather than judged: the harness broke, or a process died."""
+    m = str(message)
+    return m.startswith("Grading this problem failed") or (
+        m.startswith(("The process running your code died", "The judge replaying your kernels died")))
+
+
+def store_key(store, nb, lesson: str, student: str, secret: bytes, problem_id: str, nb_hash: str | None = None):
+    from .store import notebook_hash, secret_fingerprint
+    return store.key(lesson, student, nb_hash or notebook_hash(nb), secret_fingerprint(secret), problem_id,
+                     f"{DEVICE.name}|{DEVICE.cc}")
+
+
+def grade_stored(p, nb, lesson: str, student: str, secret: bytes, ceil, facts: dict, env_info: dict,
+                 logs_dir=None, store=None, force: bool = False, points: float | None = None,
+                 nb_hash: str | None = None) -> tuple[tuple, bool]:
+    """One problem of one notebook: ((points awarded, max points, message), reused from the store?).
+    With a ``store``: a stored result is taken as it is (unless ``force``), a new one is stored as soon as it is
+    graded (a harness failure is not stored, so a rerun tries again). The audit result.json is written either way."""
+    points = problem_points(p, nb) if points is None else points
+    key = store_key(store, nb, lesson, student, secret, p.id, nb_hash) if store is not None else None
+    entry = store.get(key) if key is not None and not force else None
+    if entry is not None:
+        fraction, message = entry.get("fraction", 0.0), str(entry.get("message", ""))
+        record = dict(entry.get("record") or {})
+        record["reused_from_store"] = str(store.path(key))
+    elif key is not None and os.environ.get(STORE_ONLY_ENV) == "1":
+        fraction, record = 0.0, {"problem": p.id, "kind": p.kind}
+        message = f"Grading this problem failed: it is not in the result store and {STORE_ONLY_ENV}=1."
+    else:
+        seed = problem_seed(secret, student, lesson, p.id)
+        try:
+            outcome, record = grade_problem(p, nb, seed, ceil, facts, lesson)
+        except Exception as exc:  # noqa: BLE001 - a harness failure costs this problem, not the notebook
+            outcome, record = Outcome(p.id, 0.0, f"Grading this problem failed: {type(exc).__name__}: {exc}"), {}
+        fraction, message = outcome.fraction, outcome.message
+        record.update({"fraction": fraction, "why": message, "details": _jsonable(outcome.details),
+                       "environment": env_info, "finished": _now()})
+        if key is not None and not message.startswith("Grading this problem failed"):
+            store.put(key, {"fraction": _jsonable(fraction), "score": clamp_points(fraction, points),
+                            "max_points": points, "message": message, "record": _jsonable(record)})
+    score = clamp_points(fraction, points)
+    if logs_dir is not None:
+        d = pathlib.Path(logs_dir) / student / lesson / p.id
+        d.mkdir(parents=True, exist_ok=True)
+        record.update({"student": student, "lesson": lesson, "score": score, "max_points": points,
+                       "fraction": fraction, "why": message})
+        record.setdefault("details", {})
+        record.setdefault("environment", env_info)
+        record.setdefault("finished", _now())
+        (d / "result.json").write_text(json.dumps(_jsonable(record), indent=1))
+    return (score, points, message), entry is not None
+
+
 def grade_notebook(nb, lesson: str, student: str, secret: bytes, logs_dir=None, progress=True,
-                   only=None) -> dict:
+                   only=None, store=None, force: bool = False) -> dict:
     """grade_id -> (points awarded, max points, message) for every registered problem in ``nb`` (``only``:
-    just these grade_ids)."""
+    just these grade_ids). ``store`` (a grading.store.Store): take the results it holds for this notebook
+    instead of grading again (unless ``force``), and store each new one right after it is graded."""
     from ..ceilings import measure_ceilings
     from ..learner import facts as device_facts
+    from .store import notebook_hash
 
     problems = problems_of(lesson)
-    cells = {grade_id(c): c for c in nb.cells}
     ceil = measure_ceilings(quiet=True)
     facts = device_facts()
     env_info = _versions()
+    nb_hash = notebook_hash(nb) if store is not None else None
     results = {}
     todo = [p for p in problems.values() if not only or p.id in only]
     bar = None
@@ -345,22 +431,8 @@ def grade_notebook(nb, lesson: str, student: str, secret: bytes, logs_dir=None, 
         from tqdm.auto import tqdm
         bar = tqdm(todo, desc=f"{student}/{lesson}", file=sys.stdout, leave=False)
     for p in (bar if bar is not None else todo):
-        cell = cells.get(p.id)
-        points = float(((cell or {}).get("metadata", {}).get("nbgrader") or {}).get("points", p.points))
-        seed = problem_seed(secret, student, lesson, p.id)
-        try:
-            outcome, record = grade_problem(p, nb, seed, ceil, facts, lesson)
-        except Exception as exc:  # noqa: BLE001 - a harness failure costs this problem, not the notebook
-            outcome, record = Outcome(p.id, 0.0, f"Grading this problem failed: {type(exc).__name__}: {exc}"), {}
-        score = clamp_points(outcome.fraction, points)
-        results[p.id] = (score, points, outcome.message)
-        if logs_dir is not None:
-            d = pathlib.Path(logs_dir) / student / lesson / p.id
-            d.mkdir(parents=True, exist_ok=True)
-            record.update({"student": student, "lesson": lesson, "score": score, "max_points": points,
-                           "fraction": outcome.fraction, "why": outcome.message,
-                           "details": _jsonable(outcome.details), "environment": env_info, "finished": _now()})
-            (d / "result.json").write_text(json.dumps(_jsonable(record), indent=1))
+        results[p.id], _ = grade_stored(p, nb, lesson, student, secret, ceil, facts, env_info, logs_dir,
+                                        store, force, nb_hash=nb_hash)
     return results
 
 

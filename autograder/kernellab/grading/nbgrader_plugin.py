@@ -5,7 +5,9 @@ formgrader, feedback and export stay nbgrader's own.
   not run in the learner's kernel (the harness grades them) and a kernel that dies does not
   fail the whole notebook.
 - ``GradeOfRecord``: runs every registered problem through the harness and writes into its
-  test cell a stdout paragraph (why) and the clamped score (what nbgrader records).
+  test cell a stdout paragraph (why) and the clamped score (what nbgrader records). Results already in
+  the course's result store (``autograder/grading_store/``, filled by ``kernellab term autograde``'s queue)
+  are taken from there instead of being graded again.
 """
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ import pathlib
 
 from nbformat.v4 import new_output
 from nbgrader.preprocessors import Execute, NbGraderPreprocessor
-from traitlets import Unicode
+from traitlets import Bool, Unicode
 
 from ..notebook_cells import grade_id, graded_test_id
 
@@ -60,6 +62,8 @@ class SafeExecute(Execute):
 class GradeOfRecord(NbGraderPreprocessor):
     logs_dir = Unicode("", help="Where result.json files go (per student/lesson/problem).").tag(config=True)
     course_root = Unicode("", help="Course root; holds .kernellab_secret.").tag(config=True)
+    use_store = Bool(True, help="Take results from the result store and store new ones.").tag(config=True)
+    store_dir = Unicode("", help="The result store (default <course_root>/grading_store).").tag(config=True)
 
     def preprocess(self, nb, resources):
         info = resources.get("nbgrader", {})
@@ -72,7 +76,11 @@ class GradeOfRecord(NbGraderPreprocessor):
 
         root = self.course_root or os.getcwd()
         logs = self.logs_dir or str(pathlib.Path(root) / "grading_logs")
-        results = grade_notebook(nb, lesson, student, course_secret(root), logs_dir=logs)
+        store = None
+        if self.use_store:
+            from .store import STORE_DIR, Store
+            store = Store(self.store_dir or pathlib.Path(root) / STORE_DIR)
+        results = grade_notebook(nb, lesson, student, course_secret(root), logs_dir=logs, store=store)
         for cell in nb.cells:
             gid = graded_test_id(cell)
             if gid not in results:

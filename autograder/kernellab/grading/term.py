@@ -1,7 +1,10 @@
 """The instructor's term around nbgrader, run in the course folder (``autograder/``):
 
     kernellab term preflight LESSON   # every submission: parses, every grade_id present, code rules, GPU it ran on
-    kernellab term autograde LESSON   # nbgrader autograde, one student at a time, with a progress bar
+    kernellab term autograde LESSON [--jobs N] [--force]
+                                      # every (student, problem) graded into the result store by N concurrent
+                                      # jobs (speed problems one at a time), then nbgrader autograde one
+                                      # student at a time, which reads the store
     kernellab term feedback LESSON    # nbgrader generate_feedback (reasons and hints; no hidden tests or seeds)
     kernellab term export             # nbgrader export -> grades.csv
     kernellab term report LESSON      # per-problem pass rates and speed ratios per GPU model, as plots in HTML
@@ -76,7 +79,8 @@ def preflight(course: pathlib.Path, lesson: str) -> list[dict]:
 
 
 def autograde(course: pathlib.Path, lesson: str, progress: bool = True) -> list[dict]:
-    """``nbgrader autograde`` one student at a time (on a GPU, gradings must not time each other), with a bar."""
+    """``nbgrader autograde`` one student at a time (its gradebook has one writer), with a bar. The grade of
+    record takes what the result store holds (``queue_then_autograde`` fills it first)."""
     todo = list(submissions(course, lesson))
     out = []
     bar = None
@@ -89,6 +93,23 @@ def autograde(course: pathlib.Path, lesson: str, progress: bool = True) -> list[
         out.append({"student": student, "ok": r.returncode == 0, "seconds": round(time.monotonic() - t0, 1),
                     "error": "" if r.returncode == 0 else (r.stderr or r.stdout)[-500:]})
     return out
+
+
+def queue_then_autograde(course: pathlib.Path, lesson: str, jobs: int | None = None, force: bool = False,
+                         progress: bool = True) -> tuple[dict, list[dict]]:
+    """The class queue into the result store, then nbgrader autograde per student (reading the store).
+    A KeyboardInterrupt during the queue stops there (what was graded stays stored) and propagates."""
+    from .classqueue import describe, grade_class
+    summary = grade_class(course, lesson, jobs=jobs, force=force, progress=progress)
+    print(describe(summary))
+    if summary["interrupted"]:
+        raise KeyboardInterrupt("the grading queue was interrupted")
+    t0 = time.monotonic()
+    rows = autograde(course, lesson, progress=progress)
+    n = max(1, len(rows))
+    print(f"nbgrader autograde: {len(rows)} students in {time.monotonic() - t0:.1f} s "
+          f"({(time.monotonic() - t0) / n:.1f} s per student, results read from the store)")
+    return summary, rows
 
 
 def results(course: pathlib.Path, lesson: str) -> list[dict]:
@@ -155,7 +176,8 @@ def report(course: pathlib.Path, lesson: str, out: pathlib.Path) -> dict:
     return per
 
 
-def main(action: str, lesson: str | None, course: str, out: str | None) -> int:
+def main(action: str, lesson: str | None, course: str, out: str | None, jobs: int | None = None,
+         force: bool = False) -> int:
     course_dir = pathlib.Path(course)
     if action == "preflight":
         rows = preflight(course_dir, lesson)
@@ -166,7 +188,11 @@ def main(action: str, lesson: str | None, course: str, out: str | None) -> int:
             print(f"{r['student']:<24} {what}  [{r['gpu']}]")
         return 0 if all(r["ok"] for r in rows) else 1
     if action == "autograde":
-        res = autograde(course_dir, lesson)
+        try:
+            _, res = queue_then_autograde(course_dir, lesson, jobs=jobs, force=force)
+        except KeyboardInterrupt:
+            print("Interrupted: the results graded so far are in the store; the same command resumes from there.")
+            return 130
         for r in res:
             print(f"{r['student']:<24} {'ok' if r['ok'] else 'FAILED'} {r['seconds']} s {r['error']}")
         return 0 if all(r["ok"] for r in res) else 1
