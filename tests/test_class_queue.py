@@ -119,6 +119,10 @@ def test_store_keys_ignore_outputs_and_never_hold_the_secret(klass, queued):
     text = "".join(p.read_text() for p in (course.ag / "grading_store").rglob("*.json"))
     assert secret.decode() not in text and secret_fingerprint(secret) in text
     assert not list((course.ag / "grading_store").rglob(".tmp-*"))
+    # Results graded by other grading code are not reused: the code's hash is part of every key.
+    from kernellab.grading import store as store_module
+    key = store_module.Store.key(L, "solution", h, "fp", "add_correct")
+    assert key["grader"] == store_module.grader_version() and len(key["grader"]) == 16
 
 
 def test_term_autograde_fills_the_gradebook_from_the_store_alone(klass, queued, monkeypatch):

@@ -1,7 +1,7 @@
 """The result store: each problem's grade of record kept as JSON, so a class is graded once.
 
 A result is keyed by (lesson, student, the submitted notebook's content hash, a fingerprint of the course
-secret, the machine's device, problem id). The content hash covers each code cell's source and the nbgrader
+secret, the machine's device, problem id, and a hash of the grading code itself). The content hash covers each code cell's source and the nbgrader
 fields the harness reads to pick cells (grade_id, solution, grade); never outputs, execution counts or other
 metadata, so rerunning a notebook does not change it. The secret fingerprint is a hash of the secret (the secret
 itself is never written): a new secret means new seeds, so nothing stored under the old one is reused.
@@ -13,6 +13,7 @@ Layout: ``<root>/<lesson>/<student>/<problem>/<key>.json`` (``kernellab term aut
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -38,6 +39,17 @@ def notebook_hash(nb) -> str:
     return h.hexdigest()
 
 
+@functools.lru_cache(maxsize=1)
+def grader_version() -> str:
+    """A hash of the grading code itself (every module of the kernellab package): a result graded by other code
+    (a fixed check, a changed band) is graded again instead of reused."""
+    h = hashlib.sha256(b"kernellab-grader-v1")
+    root = pathlib.Path(__file__).resolve().parents[1]
+    for f in sorted(root.rglob("*.py")):
+        h.update(str(f.relative_to(root)).encode() + b"\0" + f.read_bytes() + b"\0")
+    return h.hexdigest()[:16]
+
+
 def secret_fingerprint(secret: bytes) -> str:
     """A one-way fingerprint of the course secret (never the secret)."""
     return hashlib.sha256(b"kernellab-store-secret|" + bytes(secret)).hexdigest()[:24]
@@ -54,7 +66,7 @@ class Store:
     @staticmethod
     def key(lesson: str, student: str, nb_hash: str, secret_fp: str, problem: str, device: str = "") -> dict:
         return {"lesson": lesson, "student": student, "notebook": nb_hash, "secret": secret_fp,
-                "device": device, "problem": problem}
+                "device": device, "problem": problem, "grader": grader_version()}
 
     def path(self, key: dict) -> pathlib.Path:
         digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:32]
