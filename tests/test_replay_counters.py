@@ -67,8 +67,8 @@ def test_a_slice_set_to_a_number_is_recorded_as_a_fill():
         out = torch.empty(8, 4)
         out[2:5] = 0  # fill_ with a one-element tensor
         out[5:] = 1.5
-    r = rec.finish((out,))
-    assert r.problem is None
-    fills = [e for e in r.events if e["op"] in ("fill", "zero")]
+    r = rec.finish(out)
+    assert r["problem"] is None
+    fills = [e for e in r["events"] if e["op"] in ("fill", "zero")]
     assert [e.get("value") for e in fills][-2:] == [0.0, 1.5]
     assert fills[-2]["view"]["shape"] == [3, 4] and fills[-2]["view"]["offset"] == 2 * 4 * 4

@@ -154,8 +154,7 @@ def build(entries: dict, kid: str, made: dict | None = None):
 def constant_from_json(c):
     import triton.language as tl
     if isinstance(c, dict) and "tl_dtype" in c:
-        return getattr(tl, c["tl_dtype"].replace("fp", "float").replace("bf16", "bfloat16")
-                       if not hasattr(tl, c["tl_dtype"]) else c["tl_dtype"])
+        return tl.dtype(c["tl_dtype"])  # recorded as str(dtype): "fp16", "bf16", "int32", ...
     return c
 
 

@@ -5,7 +5,7 @@ captures each Triton launch - the compiled kernel (on a GPU: Triton's cache file
 interpreter: its source and the globals it reads), the grid, every argument, and for each pointer the
 buffer it points into and at what byte offset - plus the few torch calls a graded function may make
 (allocations and how they start, ``zero_``, ``fill_`` with a number, ``clone``/``contiguous`` copies)
-and which buffer views the call returned. Everything is plain data (``Record.to_json``) plus the
+and which buffer views the call returned. Everything is plain data (``Recording.finish``) plus the
 kernel files.
 
 The record is a *claim*: it is made in the worker, where the learner's code can change anything. The
@@ -18,7 +18,6 @@ import ast
 import dataclasses
 import inspect
 import os
-import shutil
 import textwrap
 
 import torch
@@ -35,10 +34,6 @@ def view_of(t: torch.Tensor, buf: int, base_ptr: int) -> dict:
     """A tensor as a view of buffer ``buf``: byte offset from the buffer's start, shape, strides, dtype."""
     return {"buf": buf, "offset": t.data_ptr() - base_ptr, "shape": list(t.shape), "strides": list(t.stride()),
             "dtype": dtype_name(t.dtype)}
-
-
-class RecordError(Exception):
-    """What the call did cannot be replayed; the message says why, for the learner."""
 
 
 @dataclasses.dataclass
@@ -162,32 +157,13 @@ class Recording:
         self.refuse(f"the kernel argument `{name}` is a {type(value).__name__}, which cannot be replayed")
         return {"none": True}
 
-    def finish(self, outputs: tuple) -> "Record":
-        outs = [self.view(o, "a returned tensor") for o in outputs]
-        return Record(buffers=[b.as_json() for b in self.buffers], events=self.events, outputs=outs,
-                      kernels=self.kernels, files=dict(self.files), problem=self.problem)
-
-
-@dataclasses.dataclass
-class Record:
-    buffers: list
-    events: list
-    outputs: list
-    kernels: dict
-    files: dict  # file name -> local path (GPU kernels); the folder a record is saved in holds copies
-    problem: str | None = None
-
-    def to_json(self) -> dict:
-        return {"buffers": self.buffers, "events": self.events, "outputs": self.outputs, "kernels": self.kernels,
-                "files": sorted(self.files), "problem": self.problem}
-
-    def save_files(self, folder) -> None:
-        """Copy the kernel binaries next to the record (the judge reads them from there)."""
-        os.makedirs(folder, exist_ok=True)
-        for name, path in self.files.items():
-            target = os.path.join(folder, name)
-            if not os.path.exists(target):
-                shutil.copyfile(path, target)
+    def finish(self, out) -> dict:
+        """The record of a call that returned ``out`` (a tensor, or a tuple of them), as plain data; its
+        "_files" (kernel file name -> local path) are for the worker to copy next to its result."""
+        several = isinstance(out, (tuple, list))
+        outs = [self.view(o, "a returned tensor") for o in (out if several else (out,))]
+        return {"buffers": [b.as_json() for b in self.buffers], "events": self.events, "outputs": outs,
+                "kernels": self.kernels, "problem": self.problem, "tuple": several, "_files": dict(self.files)}
 
 
 _NOT_CONSTANT = object()
@@ -263,7 +239,6 @@ def interpreted_kernel_entry(rec: Recording, fn) -> str:
             continue  # the judge allows a few builtins (range, min, ...) and refuses the rest
         else:
             continue  # undefined: fails in the judge as it would in the compiler
-        inner = getattr(value, "fn", None)
         if _is_kernel(value):
             kernels[name] = interpreted_kernel_entry(rec, value)
         elif inspect.ismodule(value):
@@ -271,7 +246,6 @@ def interpreted_kernel_entry(rec: Recording, fn) -> str:
         else:
             c = constant_value(value)
             globs[name] = {"const": c} if c is not _NOT_CONSTANT else {"other": type(value).__name__}
-        del inner
     rec.kernels[kid] = {"kind": "source", "name": py.__name__, "source": source, "globals": globs,
                         "kernels": kernels}
     return kid
@@ -410,4 +384,4 @@ class recording:
         _ACTIVE.remove(self.rec)
 
 
-__all__ = ["Record", "RecordError", "Recording", "active", "constant_value", "free_names", "recording"]
+__all__ = ["Recording", "active", "constant_value", "free_names", "recording"]

@@ -18,6 +18,7 @@ import types
 import torch
 
 from .guarded import Guarded, span_of
+from .invoke import Refused
 from .kernel_source import build as build_source_kernel, constant_from_json
 from .record import ALLOC, INPUT
 
@@ -27,8 +28,9 @@ MAX_PROGRAMS = 1 << 31
 MAX_ALLOC_BYTES = 48 << 30
 
 
-class ReplayError(Exception):
-    """The record cannot be replayed; the message says why, for the learner."""
+class ReplayError(Refused):
+    """The record cannot be replayed; the message says why, for the learner (describe_exception says it as
+    it is, like any refusal)."""
 
 
 def dtype_of(name: str) -> torch.dtype:

@@ -74,9 +74,7 @@ def _record_timed_call(fn, problem, seed: int, folder: pathlib.Path) -> dict:
     outs = tuple(out) if isinstance(out, (tuple, list)) else (out,)
     if not all(isinstance(o, torch.Tensor) for o in outs):
         return {"error": f"{call} returned {type(out).__name__}, not what the problem asks for."}
-    row = {"record": rec.finish(outs).to_json()}
-    row["record"]["tuple"] = isinstance(out, (tuple, list))
-    row["record"]["_files"] = dict(rec.files)
+    row = {"record": rec.finish(out)}
     _keep_kernels([row], folder)
     return {"records": [row["record"]]}
 

@@ -203,9 +203,7 @@ def grade_problem(problem, nb, seed: int, ceil=None, facts: dict | None = None,
     if data.get("error"):
         return Outcome(problem.id, 0.0, data["error"]), record
     if problem.kind == "correctness":
-        fields = {f.name for f in dataclasses.fields(CallResult)}
-        results = [CallResult(**{k: v for k, v in r.items() if k in fields}) for r in data.get("results", [])]
-        return judge_correctness(problem, cases, results), record
+        return judge_correctness(problem, cases, [call_result(r) for r in data.get("results", [])]), record
     if problem.kind == "function":
         return judge_function(problem, cases, data.get("results", [])), record
     if problem.kind == "answers":
@@ -239,6 +237,12 @@ def _baseline_in_a_clean_process(problem, seed: int, lesson: str, record: dict) 
     if m.get("error") or not m.get("base_ms"):
         return [], f"Timing the baseline failed: {m.get('error') or 'no times'}"
     return m["base_ms"], None
+
+
+def call_result(row: dict) -> CallResult:
+    """A CallResult from a child's plain-data row (the record it carried stays behind: it was replayed)."""
+    fields = {f.name for f in dataclasses.fields(CallResult)} - {"record"}
+    return CallResult(**{k: v for k, v in row.items() if k in fields})
 
 
 def replayable(problem) -> bool:
@@ -300,9 +304,7 @@ def _grade_by_replay(problem, sources, seed: int, ceil, lesson: str, limit_s, re
         if problem.kind == "correctness":
             rows = data.get("results", [])
             if not rows or (len(rows) == 1 and rows[0].get("label") == "signature"):
-                fields = {f.name for f in dataclasses.fields(CallResult)}
-                return judge_correctness(problem, cases, [CallResult(**{k: v for k, v in r.items() if k in fields})
-                                                          for r in rows]), record
+                return judge_correctness(problem, cases, [call_result(r) for r in rows]), record
             records = [None if r.get("error") else r.get("record") for r in rows]
         else:
             records = data.get("records") or []
@@ -330,12 +332,10 @@ def _grade_by_replay(problem, sources, seed: int, ceil, lesson: str, limit_s, re
         m = judged["measurement"]
         m["sketches"] = [tuple(s) for s in m.get("sketches", [])]
         return judge_speed(problem, judge_seed, m, ceil), record
-    fields = {f.name for f in dataclasses.fields(CallResult)}
     results = []
     for worker_row, replayed in zip(rows, judged.get("results", [])):
         # The worker can only lose points for itself: its errors stand; a clean claim is replaced by the replay.
-        row = worker_row if worker_row.get("error") or replayed is None else replayed
-        results.append(CallResult(**{k: v for k, v in row.items() if k in fields and k != "record"}))
+        results.append(call_result(worker_row if worker_row.get("error") or replayed is None else replayed))
     return judge_correctness(problem, cases, results), record
 
 

@@ -202,10 +202,7 @@ def run_case(fn, problem: CorrectnessProblem, case: Case, device: str, record_ca
     counted = reads.elements[0] if reads is not None and reads.available else None
     owners = {id(st.owns(o)) for o in outs}
     extra = sum(_nbytes(g.view) for g in st.allocations if id(g) not in owners)
-    recorded = rec.finish(outs).to_json() if rec is not None else None
-    if rec is not None:
-        recorded["tuple"] = isinstance(out, (tuple, list))
-        recorded["_files"] = dict(rec.files)  # local paths: the worker copies them next to its result
+    recorded = rec.finish(out) if rec is not None else None
     return CallResult(case.label, output=results if several else results[0], reads=counted, extra_bytes=extra,
                       record=recorded)
 
