@@ -1,23 +1,37 @@
-"""Class-scale grading (issue 24): the result store, the queue of (student, problem) jobs, and nbgrader
-reading the store. A synthetic class of lesson 01: the solution, the blank release, a known-wrong add and a
-submission whose graded function exits its process. Graded serially (grade_notebook, no store) and by the
-queue (2 jobs, into a store, interrupted once and resumed): every score must be the same, a second queue run
-grades nothing, and ``kernellab term autograde`` with grading forbidden (KERNELLAB_STORE_ONLY=1) fills the
-gradebook with the serial scores from the store alone."""
+"""Class-scale grading (issue 24): the result store, the queue of (student, problem) jobs, the GPU slots, Ray,
+and nbgrader reading the store.
+
+A synthetic class of twelve lesson 01 submissions (the solution, an honest autotuned variant, the blank release,
+a known-wrong add, cheats from the corpus, one whose graded function exits its process, one that never returns)
+is graded on ``add_correct`` and ``add_bandwidth`` three ways: serially (grade_notebook, no store), by the queue
+(4 jobs, into a store, stopped once and resumed) and by a local Ray cluster started and stopped here (4 jobs,
+two fake GPUs; stopped once and resumed too). Every score must be the same, a stopped run must leave no grading
+process (and no Ray process) behind, and a resumed run must grade only what was not stored. A second, smaller
+class goes through ``kernellab term autograde`` with grading forbidden (KERNELLAB_STORE_ONLY=1): the gradebook
+must hold the serial scores, read from the store alone."""
+import json
+import os
 import threading
 import time
 
 import pytest
 
 from kernellab.grading import classqueue, harness
+from kernellab.grading import corpus as C
 from kernellab.grading import submissions as S
 from kernellab.grading.secret import course_secret
+from kernellab.grading.slots import GpuSlots
 from kernellab.grading.store import Store, notebook_hash, secret_fingerprint
 from kernellab.lessons import problems_of
 from roundtrip_checks import new_course
 
 L = "01_roofline_vector_add"
+ONLY = ("add_correct", "add_bandwidth")
 TIMES = {}
+CHEATS = ("torch_add", "torch_op_and_a_token_launch", "numpy_views_add", "forge_the_result_file", "patch_checkers",
+          "cache_on_shape")
+_EXIT = "def add(x, y):\n    exit(3)\n"
+_HANG = "def add(x, y):\n    while x.numel() > 0:\n        pass\n"
 
 
 def _count_gradings(monkeypatch) -> list:
@@ -31,77 +45,163 @@ def _count_gradings(monkeypatch) -> list:
     return calls
 
 
+def _grading_processes() -> list[str]:
+    """Command lines of live grading processes (workers, judges) and Ray processes of this machine."""
+    found = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                cmd = f.read().replace(b"\0", b" ").decode("utf-8", "replace")
+            with open(f"/proc/{pid}/stat") as f:
+                zombie = f.read().rsplit(")", 1)[1].split()[0] == "Z"
+        except OSError:
+            continue
+        if not zombie and any(k in cmd for k in ("kernellab.grading.child", "kernellab.grading.judge", "raylet",
+                                                 "gcs_server", "default_worker.py")):
+            found.append(cmd[:160])
+    return found
+
+
+def _no_process_left(timeout: float = 20.0) -> list[str]:
+    deadline = time.monotonic() + timeout
+    while (left := _grading_processes()) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    return left
+
+
 @pytest.fixture(scope="module")
-def klass(tmp_path_factory):
+def short_budgets():
+    mp = pytest.MonkeyPatch()
+    mp.setattr(harness, "RUN_BUDGET", 8.0)  # the one that never returns costs 8 s, not 3 minutes
+    yield
+    mp.undo()
+
+
+@pytest.fixture(scope="module")
+def klass(tmp_path_factory, short_budgets):
     course, rel, src, wrong = new_course(tmp_path_factory, L)
+    text = S.solution_texts(src)
     subs = {"solution": S.filled(rel, src), "blank": rel, "nomask": S.filled(rel, src, wrong["nomask"]),
-            "crasher": S.filled(rel, src, wrong["exit_in_fused"])}
+            "exits": S.filled(rel, src, {"add_code": text["add_code"].replace("def add(x, y):\n", _EXIT)}),
+            "hangs": S.filled(rel, src, {"add_code": text["add_code"].replace("def add(x, y):\n", _HANG)}),
+            "autotuned": C.notebook_of(C.by_name("stock_autotuned_add"))}
+    subs |= {name: C.notebook_of(C.by_name(name)) for name in CHEATS}
+    assert len(subs) >= 12
     for student, nb in subs.items():
         course.submit(L, student, nb)
     secret = course_secret(course.ag)
     t0 = time.monotonic()
     serial = {s: harness.grade_notebook(S.read(course.ag / "submitted" / s / L / f"{L}.ipynb"), L, s, secret,
-                                        progress=False) for s in subs}
+                                        progress=False, only=ONLY) for s in subs}
     TIMES["serial"] = time.monotonic() - t0
     return course, subs, serial
 
 
-@pytest.fixture(scope="module")
-def queued(klass):
-    """The queue, 2 jobs: stopped (KeyboardInterrupt) after 5 jobs, then run again to the end."""
-    course, subs, _ = klass
+def _stopped_then_resumed(course, stop_after: int, **kw):
+    """grade_class stopped (KeyboardInterrupt from its hook) after ``stop_after`` jobs, the processes left
+    then, what was stored, and the run to the end after it (counting the gradings each run did)."""
     mp = pytest.MonkeyPatch()
     calls = _count_gradings(mp)
-    stop_after = 5
 
     def hook(done, job):
         if done == stop_after:
             raise KeyboardInterrupt
+    store = kw.pop("store", None) or Store(course.ag / "grading_store")
     t0 = time.monotonic()
-    first = classqueue.grade_class(course.ag, L, jobs=2, progress=False, after_job=hook)
-    stored_after_stop = len(Store(course.ag / "grading_store").entries(L))
+    first = classqueue.grade_class(course.ag, L, progress=False, after_job=hook, only=ONLY, store=store, **kw)
+    left = _no_process_left()
+    stored = len(store.entries(L))
     calls_first = len(calls)
-    second = classqueue.grade_class(course.ag, L, jobs=2, progress=False)
-    TIMES["queue"] = time.monotonic() - t0
+    second = classqueue.grade_class(course.ag, L, progress=False, only=ONLY, store=store, **kw)
+    seconds = time.monotonic() - t0
     mp.undo()
-    return first, second, stored_after_stop, calls_first, len(calls) - calls_first
+    return {"first": first, "second": second, "left": left, "stored": stored, "calls_first": calls_first,
+            "calls_second": len(calls) - calls_first, "seconds": seconds}
 
 
-def test_interrupted_queue_stops_and_resumes_without_regrading_what_is_stored(klass, queued):
+@pytest.fixture(scope="module")
+def queued(klass):
+    course, _, _ = klass
+    run = _stopped_then_resumed(course, 5, jobs=4)
+    TIMES["queue"] = run["seconds"]
+    return run
+
+
+@pytest.fixture(scope="module")
+def rayed(klass, tmp_path_factory):
+    """The same class on a local Ray cluster of this machine, with two fake GPUs (placement is Ray's)."""
+    pytest.importorskip("ray")
+    course, _, _ = klass
+    tmp = tmp_path_factory.mktemp("ray")
+    # Ray grades through its own tasks, not this process's grade_problem: the counts come from the store.
+    run = _stopped_then_resumed(course, 3, jobs=4, ray="local", ray_init={"num_gpus": 2},
+                                store=Store(tmp / "store"), logs_dir=tmp / "logs")
+    run["logs"] = tmp / "logs"
+    TIMES["ray"] = run["seconds"]
+    return run
+
+
+def _scores(results: dict) -> dict:
+    return {s: {gid: r[0] for gid, r in res.items()} for s, res in results.items()}
+
+
+def test_serial_grading_of_the_class_is_what_each_submission_earns(klass):
+    _, subs, serial = klass
+    full = problems_of(L)["add_correct"].points
+    assert serial["solution"]["add_correct"][0] == serial["autotuned"]["add_correct"][0] == full
+    for s in ("blank", "nomask", "exits", "hangs", *CHEATS):
+        assert serial[s]["add_correct"][0] == 0, (s, serial[s]["add_correct"][2])
+    assert "died" in serial["exits"]["add_correct"][2]
+    assert "budget" in serial["hangs"]["add_correct"][2]
+    assert all("only graded on a GPU" in serial[s]["add_bandwidth"][2] for s in subs if s != "blank")
+
+
+def test_interrupted_queue_stops_leaves_no_process_and_resumes_without_regrading(klass, queued):
     _, subs, _ = klass
-    first, second, stored_after_stop, _, calls_second = queued
-    n_jobs = len(subs) * len(problems_of(L))
-    assert first["interrupted"] and stored_after_stop >= 5
+    n_jobs = len(subs) * len(ONLY)
+    first, second = queued["first"], queued["second"]
+    assert first["interrupted"] and queued["stored"] >= 5
     assert first["graded"] + first["reused"] < n_jobs  # nothing started after the stop
+    assert queued["left"] == [], queued["left"]
     assert not second["interrupted"]
-    assert second["reused"] == stored_after_stop
-    assert second["graded"] == calls_second == n_jobs - stored_after_stop
-    print(f"\nserial {TIMES['serial']:.1f} s, queue (2 jobs, stopped and resumed) {TIMES['queue']:.1f} s")
+    assert second["reused"] == queued["stored"]
+    assert second["graded"] == n_jobs - queued["stored"]
+    # Only what the stop cut short is graded twice (a grading killed mid-way is not stored).
+    assert queued["calls_second"] == second["graded"]
+    print(f"\nserial {TIMES['serial']:.1f} s, queue (4 jobs, stopped and resumed) {TIMES['queue']:.1f} s")
 
 
 def test_queue_scores_equal_serial_scores(klass, queued):
     _, subs, serial = klass
-    _, second, *_ = queued
-    for student in subs:
-        got = {gid: r[0] for gid, r in second["results"][student].items()}
-        assert got == {gid: r[0] for gid, r in serial[student].items()}, student
-    assert serial["solution"]["add_correct"][0] == serial["solution"]["add_correct"][1] > 0
-    assert serial["nomask"]["add_correct"][0] == 0
-    assert serial["crasher"]["fused_correct"][0] == 0
-    assert all(r[0] == 0 for r in serial["blank"].values())
+    assert _scores(queued["second"]["results"]) == _scores(serial)
+    assert queued["second"]["failed"] == sum(harness.failed(r[2]) for res in serial.values() for r in res.values())
+    assert "0 graded" not in classqueue.describe(queued["second"])
 
 
-def test_second_queue_run_reuses_everything(klass, queued, monkeypatch):
-    course, subs, serial = klass
-    calls = _count_gradings(monkeypatch)
-    again = classqueue.grade_class(course.ag, L, jobs=2, progress=False)
-    assert calls == [] and again["graded"] == 0 and again["reused"] == len(subs) * len(problems_of(L))
-    assert again["failed"] == serial_failures(serial)
-    assert "0 graded" in classqueue.describe(again)
+def test_ray_cluster_grades_the_same_scores_and_leaves_nothing_running(klass, rayed):
+    _, subs, serial = klass
+    first, second = rayed["first"], rayed["second"]
+    assert first["interrupted"] and rayed["left"] == [], rayed["left"]
+    assert not second["interrupted"] and second["reused"] == rayed["stored"]
+    assert second["graded"] + second["reused"] == len(subs) * len(ONLY)
+    assert _scores(second["results"]) == _scores(serial)
+    assert second["mode"] == "ray" and second["gpus"] == 2 and "local cluster" in second["backend"]
+    print(f"\nRay local cluster (4 jobs, stopped and resumed) {TIMES['ray']:.1f} s")
 
 
-def serial_failures(serial) -> int:
-    return sum(harness.failed(r[2]) for res in serial.values() for r in res.values())
+def test_ray_places_a_timed_job_alone_on_a_whole_gpu(klass, rayed):
+    """Every task ran on one of the two fake GPUs; a speed job's task had its GPU to itself while it ran."""
+    records = [json.loads(p.read_text()) for p in rayed["logs"].glob(f"*/{L}/*/result.json")]
+    runs = [r for r in records if "task_started" in r]
+    assert len(runs) >= len(klass[1]) * len(ONLY) - rayed["stored"]
+    assert all(len(r["ray_gpu_ids"]) == 1 for r in runs)
+    assert {r["ray_gpu_ids"][0] for r in runs} == {"0", "1"}
+    for t in (r for r in runs if r["kind"] == "speed"):
+        for o in runs:
+            if o is not t and o["ray_gpu_ids"] == t["ray_gpu_ids"]:
+                assert o["task_ended"] <= t["task_started"] or o["task_started"] >= t["task_ended"], (t, o)
 
 
 def test_store_keys_ignore_outputs_and_never_hold_the_secret(klass, queued):
@@ -125,11 +225,18 @@ def test_store_keys_ignore_outputs_and_never_hold_the_secret(klass, queued):
     assert key["grader"] == store_module.grader_version() and len(key["grader"]) == 16
 
 
-def test_term_autograde_fills_the_gradebook_from_the_store_alone(klass, queued, monkeypatch):
-    """``kernellab term autograde --jobs 2`` after the queue: its queue reuses everything and nbgrader
+def test_term_autograde_fills_the_gradebook_from_the_store_alone(tmp_path_factory, monkeypatch):
+    """``kernellab term autograde --jobs 2``: its queue grades every problem of a small class, then nbgrader
     autograde grades nothing (any grading outside the store fails under KERNELLAB_STORE_ONLY=1), yet the
-    gradebook holds exactly the serial scores."""
-    course, subs, serial = klass
+    gradebook holds exactly the scores of a serial grading."""
+    course, rel, src, wrong = new_course(tmp_path_factory, L)
+    subs = {"solution": S.filled(rel, src), "crasher": S.filled(rel, src, wrong["exit_in_fused"])}
+    for student, nb in subs.items():
+        course.submit(L, student, nb)
+    secret = course_secret(course.ag)
+    serial = {s: harness.grade_notebook(nb, L, s, secret, progress=False) for s, nb in subs.items()}
+    summary = classqueue.grade_class(course.ag, L, jobs=2, progress=False)
+    assert summary["graded"] == len(subs) * len(problems_of(L))
     monkeypatch.setenv(harness.STORE_ONLY_ENV, "1")
     t0 = time.monotonic()
     r = course.term("autograde", L, "--jobs", "2")
@@ -139,30 +246,59 @@ def test_term_autograde_fills_the_gradebook_from_the_store_alone(klass, queued, 
     for student in subs:
         book = course.cell_scores(L, student)
         assert {gid: book.get(gid) for gid in serial[student]} == {gid: v[0] for gid, v in serial[student].items()}, student
+    assert serial["solution"]["add_correct"][0] == serial["solution"]["add_correct"][1] > 0
+    assert serial["crasher"]["fused_correct"][0] == 0
     assert "reused_from_store" in course.result(L, "solution", "add_correct")
     print(f"\nterm autograde from the store: {TIMES['term']:.1f} s for {len(subs)} students")
 
 
-def test_speed_problems_run_alone_and_untimed_ones_side_by_side(tmp_path, monkeypatch):
-    """The scheduling rule, with a stand-in for the grading: at most N untimed jobs at once, and a speed job
-    with nothing beside it."""
-    sub = tmp_path / "submitted"
-    rel = S.read(__import__("kernellab.paths", fromlist=["repo_root"]).repo_root() / "notebooks" / L / f"{L}.ipynb")
-    for s in ("a", "b", "c"):
-        (sub / s / L).mkdir(parents=True)
-        S.write(rel, sub / s / L / f"{L}.ipynb")
-    lock, active, seen = threading.Lock(), [0], []
+def test_gpu_slots_time_alone_and_share_otherwise():
+    """The rule of grading/slots.py with stand-in processes on two GPUs: untimed holds share a GPU, a timed
+    hold has its GPU to itself (while the other GPU keeps working), and a waiting timed hold is not starved."""
+    slots = GpuSlots(2, visible=["3", "5"])
+    lock, active, seen, envs = threading.Lock(), {0: [0, 0], 1: [0, 0]}, [], set()
 
-    def fake(p, nb, lesson, student, *a, **k):
-        with lock:
-            active[0] += 1
-            seen.append((p.kind, active[0]))
-        time.sleep(0.02)
-        with lock:
-            active[0] -= 1
-        return (0.0, 1.0, "stand-in"), False
-    monkeypatch.setattr(harness, "grade_stored", fake)
-    out = classqueue.grade_class(tmp_path, L, jobs=3, progress=False)
-    assert out["graded"] == 3 * len(problems_of(L))
-    assert all(n == 1 for kind, n in seen if kind == "speed") and any(k == "speed" for k, _ in seen)
-    assert max(n for _, n in seen) == 3
+    def job(k: int):
+        with slots.place() as gpu:
+            envs.add((gpu, slots.env()["CUDA_VISIBLE_DEVICES"]))
+            for step in range(3):
+                alone = k % 4 == 0 and step == 2  # every fourth job ends by timing
+                with slots.hold(alone):
+                    with lock:
+                        active[gpu][alone] += 1
+                        seen.append((gpu, alone, tuple(active[gpu]), tuple(active[1 - gpu])))
+                    time.sleep(0.01)
+                    with lock:
+                        active[gpu][alone] -= 1
+    threads = [threading.Thread(target=job, args=(k,)) for k in range(16)]
+    [t.start() for t in threads]
+    [t.join(timeout=60) for t in threads]
+    assert not any(t.is_alive() for t in threads)
+    assert envs == {(0, "3"), (1, "5")}
+    assert slots.timed_runs == 4
+    for gpu, alone, own, _ in seen:
+        if alone:
+            assert own == (0, 1), own  # nothing else on its GPU
+        else:
+            assert own[1] == 0
+    assert max(own[0] for _, alone, own, _ in seen if not alone) > 1  # untimed work side by side
+
+
+def test_stop_while_waiting_for_a_gpu_raises():
+    slots = GpuSlots(1)
+    stop = threading.Event()
+    with slots.place(), slots.hold(False):
+        out = []
+
+        def timed():
+            try:
+                with slots.place(), slots.hold(True, stop):
+                    out.append("ran")
+            except KeyboardInterrupt:
+                out.append("stopped")
+        t = threading.Thread(target=timed)
+        t.start()
+        time.sleep(0.3)
+        stop.set()
+        t.join(timeout=5)
+    assert out == ["stopped"]

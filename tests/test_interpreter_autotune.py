@@ -36,3 +36,53 @@ def test_zero_active_drivers_is_explained():
 def test_stock_triton_autotune_is_graded_full():
     [r] = C.run([C.by_name("stock_autotuned_add")], progress=False)
     assert r["score"] == r["points"], r["why"]
+
+
+_ROTATE_SCRIPT = r'''
+import os, json
+import torch, triton, triton.language as tl
+import kernellab  # noqa: F401  (the interpreter; the patches)
+from triton.runtime.autotuner import Autotuner
+from kernellab.tuning import rotate_configs
+
+def drop_256(configs, named_args, **kw):
+    return [c for c in configs if c.kwargs["BLOCK"] != 256]
+
+@triton.autotune(configs=[triton.Config({"BLOCK": b}) for b in (64, 128, 256, 512)], key=["n"],
+                 prune_configs_by={"early_config_prune": drop_256})
+@triton.jit
+def add(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=m) + tl.load(y_ptr + offs, mask=m), mask=m)
+
+timed = []
+real_do_bench = triton.testing.do_bench
+triton.testing.do_bench = lambda *a, **k: timed.append(1) or real_do_bench(*a, **k)
+assert rotate_configs() and rotate_configs()  # a second call changes nothing
+Autotuner.run = Autotuner.run._original  # past the interpreter's first-configuration patch: as on a GPU
+picks = []
+for n in (100, 200, 300, 400, 100):  # the last repeats a key: its pick is the cached one
+    x, y = torch.randn(n), torch.randn(n)
+    out = torch.empty_like(x)
+    add[lambda meta: (triton.cdiv(n, meta["BLOCK"]),)](x, y, out, n)
+    assert torch.equal(out, x + y)
+    picks.append(add.best_config.kwargs["BLOCK"])
+print(json.dumps({"picks": picks, "timed": len(timed), "cache_results": add.cache_results}))
+'''
+
+
+def test_correctness_workers_rotate_configurations_instead_of_timing_them(tmp_path):
+    """The correctness worker's autotuners time nothing: each new key takes the next configuration the
+    kernel's pruning keeps (64, 128, 512, then 64 again; 256 is pruned), a repeated key keeps its pick."""
+    import json
+    import os
+    import subprocess
+    import sys
+    script = tmp_path / "rotate.py"
+    script.write_text(_ROTATE_SCRIPT)
+    env = {**os.environ, "KERNELLAB_FORCE_CPU": "1"}
+    r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    assert out == {"picks": [64, 128, 512, 64, 64], "timed": 0, "cache_results": False}, out

@@ -53,8 +53,13 @@ def main(argv=None) -> int:
     t.add_argument("--course", default=".", help="the nbgrader course folder (autograder/)")
     t.add_argument("--out", default=None, help="report: the HTML file (default reports/<lesson>.html)")
     t.add_argument("--jobs", type=int, default=None,
-                   help="autograde: problems graded at a time into the result store (default: half the CPUs; "
-                        "speed problems always one at a time)")
+                   help="autograde: problems graded at a time into the result store (default: from the CPU cores "
+                        "and GPU memory; a process that times always has its GPU alone)")
+    t.add_argument("--gpus", default="all",
+                   help="autograde: how many of this machine's GPUs to grade on ('all', the default, or a number)")
+    t.add_argument("--ray", default=None, metavar="local|ADDRESS",
+                   help="autograde: run the jobs as Ray tasks, on a local Ray cluster of this machine ('local') or "
+                        "on the cluster at ADDRESS (needs pip install \"kernellab[cluster]\")")
     t.add_argument("--force", action="store_true",
                    help="autograde: grade again even what the result store holds")
     gr = sub.add_parser("grade", help="grade one submitted notebook by the grade of record (worker + judge)")
@@ -127,7 +132,8 @@ def main(argv=None) -> int:
         from .grading.term import main as term_main
         if args.action != "export" and not args.lesson:
             ap.error(f"term {args.action} needs a lesson id")
-        return term_main(args.action, args.lesson, args.course, args.out, args.jobs, args.force)
+        gpus = None if str(args.gpus).lower() == "all" else int(args.gpus)
+        return term_main(args.action, args.lesson, args.course, args.out, args.jobs, args.force, gpus, args.ray)
     elif args.cmd == "grade":
         from .grading.grade_one import main as grade_main
         return grade_main(args.notebook, args.json, _split(args.problems), args.secret_file, args.student,

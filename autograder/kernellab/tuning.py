@@ -39,3 +39,36 @@ def show_configs(configs: list) -> list[dict]:
     if not any(r["fits_t4"] for r in rows):
         print("No configuration fits 64 KB: on a T4 autotuning would find nothing that runs. Add a small one.")
     return rows
+
+
+def rotate_configs() -> bool:
+    """For a correctness check (the grade of record's correctness worker): an autotuned kernel benchmarks
+    nothing. Each new autotuning key (a new shape) takes the next of its configurations, in turn, among those
+    the kernel's own pruning keeps, so that over several shapes every configuration is run and checked, at
+    the cost of one compile per shape instead of compiling and timing every configuration at every shape
+    (a 16-configuration matmul over 11 shapes: 11 compiles, not 176 compiles and benchmarks). Which
+    configuration is fastest matters only where speed is graded, and there the autotuner runs as written.
+    Results are never written to Triton's on-disk autotuning cache. Applies to this process for good;
+    returns False where there is no autotuner to patch."""
+    try:
+        from triton.runtime.autotuner import Autotuner
+    except ImportError:
+        return False
+    if getattr(Autotuner._bench, "_kernellab_rotate", False):
+        return True
+    prune = Autotuner.prune_configs
+
+    def prune_configs(self, *args, **kwargs):
+        kept = prune(self, *args, **kwargs)
+        turn = getattr(self, "_kl_turn", -1) + 1  # prune runs once per new key, just before the benchmarks
+        self._kl_turn, self._kl_pick = turn, kept[turn % len(kept)] if kept else None
+        self.cache_results = False  # a rotated pick is no timing: keep it off the disk cache
+        return kept
+
+    def _bench(self, *args, config, **kwargs):
+        # The autotuner keeps the configuration with the smallest time: the one whose turn it is "wins".
+        return [0.0, 0.0, 0.0] if config is getattr(self, "_kl_pick", None) else [1.0, 1.0, 1.0]
+    _bench._kernellab_rotate = True
+    Autotuner.prune_configs = prune_configs
+    Autotuner._bench = _bench
+    return True

@@ -4,14 +4,18 @@
 time, which then only reads the store (nbgrader's gradebook has one writer, so it cannot run in parallel).
 
 One job is one problem of one submission, graded by ``harness.grade_stored`` (its own worker and judge
-processes, so threads are enough here). Untimed problems (every kind but "speed") run up to N at a time;
-speed problems run after them, one at a time, with nothing else running (a timed problem must be alone on
-its GPU). Each result is stored as soon as it is graded; a result already stored is reused (unless
-``force``), so a run stopped by Ctrl-C resumes where it stopped.
+processes, so threads are enough here), placed on one of the machine's GPUs (``--gpus``, default all). Up to
+N jobs run at once; every process a job starts holds its GPU (grading/slots.py): workers and untimed judges
+share it, a process that times has it alone, so a speed problem's worker (compiling, autotuning, recording)
+runs beside other work and only its judge's timing waits for a quiet GPU. Speed problems are queued after
+the others. Each result is stored as soon as it is graded; a result already stored is reused (unless
+``force``), so a run stopped by Ctrl-C resumes where it stopped. With ``ray`` (an address, or "local") the
+same jobs run as Ray tasks instead (grading/cluster.py).
 """
 from __future__ import annotations
 
 import collections
+import contextlib
 import os
 import pathlib
 import sys
@@ -21,9 +25,30 @@ from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from . import harness
 from .store import STORE_DIR, Store, notebook_hash
 
+# GiB of GPU memory a grading job may need (a worker's or judge's CUDA context, the largest lesson's inputs).
+GIB_PER_JOB = 8
 
-def default_jobs() -> int:
-    return max(1, (os.cpu_count() or 2) // 2)
+
+def gpu_count() -> int:
+    """GPUs this machine's grading can use (1 on a CPU: one slot)."""
+    from ..device import DEVICE
+    if not DEVICE.on_gpu:
+        return 1
+    import torch
+    return max(1, torch.cuda.device_count())
+
+
+def default_jobs(gpus: int | None = None) -> int:
+    """Jobs at a time: two CPU cores kept free (a host-bound timed step, this process), and no more jobs per GPU
+    than its memory holds at GIB_PER_JOB each (at most 12); on a CPU, half the cores."""
+    from ..device import DEVICE
+    cores = os.cpu_count() or 2
+    if not DEVICE.on_gpu:
+        return max(1, cores // 2)
+    import torch
+    gpus = gpus or gpu_count()
+    per_gpu = max(1, min(12, int(torch.cuda.get_device_properties(0).total_memory / 2**30) // GIB_PER_JOB))
+    return max(1, min(cores - 2, per_gpu * gpus))
 
 
 def _submissions(course: pathlib.Path, lesson: str) -> dict:
@@ -32,27 +57,33 @@ def _submissions(course: pathlib.Path, lesson: str) -> dict:
 
 
 def grade_class(course, lesson: str, jobs: int | None = None, force: bool = False, progress: bool = True,
-                store: Store | None = None, after_job=None, logs_dir=None) -> dict:
+                store: Store | None = None, after_job=None, logs_dir=None, gpus: int | None = None,
+                ray: str | None = None, ray_init: dict | None = None, only=None) -> dict:
     """Grade every submission of ``lesson`` in ``course`` (the nbgrader course folder, ``autograder/``) into
-    the store. ``after_job(done_count, job)`` is called in this thread after each job (a test's hook).
-    Returns a summary: students, jobs, graded, reused, failed, unreadable, seconds, interrupted, results
-    {student: {problem: (points, max, message)}}. A KeyboardInterrupt (Ctrl-C, or raised by ``after_job``)
-    stops the pool: running gradings are killed, nothing more starts, and the summary says interrupted."""
+    the store. ``gpus``: how many of this machine's GPUs (default all); ``ray``: grade on a Ray cluster instead
+    ("local" starts one on this machine; ``ray_init``: extra ``ray.init`` arguments); ``only``: these problem
+    ids. ``after_job(done_count, job)`` is called in this thread after each job (a test's hook).
+    Returns a summary: mode, students, jobs, graded, reused, failed, failures, unreadable, seconds,
+    per_student_s, gpus, gpu_util_mean, timed_runs, interrupted, results {student: {problem: (points, max,
+    message)}}. A KeyboardInterrupt (Ctrl-C, or raised by ``after_job``) stops the pool: running gradings are
+    killed, nothing more starts, and the summary says interrupted."""
     from ..ceilings import measure_ceilings
     from ..lessons import problems_of
     from ..learner import facts as device_facts
     from ..notebook_cells import read_notebook
+    from .gpu_usage import GpuUsage
     from .secret import course_secret
+    from .slots import GpuSlots
 
     course = pathlib.Path(course)
-    jobs = max(1, int(jobs or default_jobs()))
     store = store or Store(course / STORE_DIR)
     logs_dir = course / "grading_logs" if logs_dir is None else logs_dir
     secret = course_secret(course)
-    problems = problems_of(lesson)
+    problems = [p for p in problems_of(lesson).values() if not only or p.id in only]
     t0 = time.monotonic()
-    summary = {"lesson": lesson, "students": 0, "jobs": 0, "graded": 0, "reused": 0, "failed": 0,
-               "failures": [], "unreadable": [], "interrupted": False, "results": {}, "jobs_n": jobs}
+    summary = {"lesson": lesson, "mode": "ray" if ray else "queue", "students": 0, "jobs": 0, "graded": 0,
+               "reused": 0, "failed": 0, "failures": [], "unreadable": [], "interrupted": False, "results": {},
+               "gpus": 0, "gpu_util_mean": None, "timed_runs": 0}
     untimed, timed = collections.deque(), collections.deque()
     for student, path in _submissions(course, lesson).items():
         summary["students"] += 1
@@ -62,82 +93,112 @@ def grade_class(course, lesson: str, jobs: int | None = None, force: bool = Fals
             summary["unreadable"].append(f"{student}: {type(exc).__name__}: {exc}"[:200])
             continue
         nb_hash = notebook_hash(nb)
-        for p in problems.values():
-            job = (student, p, nb, nb_hash)
-            (timed if p.kind == "speed" else untimed).append(job)
-    summary["jobs"] = len(untimed) + len(timed)
-    if not summary["jobs"]:
-        summary["seconds"] = round(time.monotonic() - t0, 1)
+        for p in problems:
+            (timed if p.kind == "speed" else untimed).append((student, p, nb, nb_hash))
+    queue = untimed + timed
+    summary["jobs"] = len(queue)
+    left = collections.Counter(job[0] for job in queue)  # jobs not yet done, per student
+    if not queue:
+        summary.update(seconds=round(time.monotonic() - t0, 1), jobs_n=jobs or 0, per_student_s=0.0)
         return summary
     ceil = measure_ceilings(quiet=True)
     facts = device_facts()
     env_info = harness._versions()
 
+    cluster = slots = None
+    if ray:
+        from .cluster import RayGrader
+        cluster = RayGrader(ray, jobs, ray_init)
+        jobs, summary["gpus"], summary["backend"] = cluster.jobs, cluster.gpus, cluster.describe()
+    else:
+        n_gpus = min(gpu_count(), gpus) if gpus else gpu_count()
+        jobs = max(1, int(jobs or default_jobs(n_gpus)))
+        slots = GpuSlots(n_gpus)
+        summary["gpus"] = n_gpus if harness.DEVICE.on_gpu else 0
+    summary["jobs_n"] = jobs
+
     def run(job):
         student, p, nb, nb_hash = job
-        return harness.grade_stored(p, nb, lesson, student, secret, ceil, facts, env_info, logs_dir, store,
-                                    force, nb_hash=nb_hash)
+        if cluster is not None:
+            return harness.grade_stored(p, nb, lesson, student, secret, ceil, facts, env_info, logs_dir, store,
+                                        force, nb_hash=nb_hash, grade=cluster.grade)
+        with slots.place():
+            return harness.grade_stored(p, nb, lesson, student, secret, ceil, facts, env_info, logs_dir, store,
+                                        force, nb_hash=nb_hash)
 
     bar = None
     if progress:
         from tqdm.auto import tqdm
-        bar = tqdm(total=summary["jobs"], desc=f"grading {lesson} ({jobs} jobs)", file=sys.stdout, unit="problem")
+        where = cluster.describe() if cluster else f"{jobs} jobs, {summary['gpus'] or 'no'} GPU"
+        bar = tqdm(total=summary["jobs"], desc=f"grading {lesson} ({where})", file=sys.stdout, unit="problem")
     harness.resume()
     done = 0
     running = {}
     pool = ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="kl-grade")
+    usage = GpuUsage()
     try:
-        while untimed or timed or running:
-            while untimed and len(running) < jobs:
-                job = untimed.popleft()
-                running[pool.submit(run, job)] = job
-            if not untimed and not running and timed:  # a timed problem: alone, and nothing starts beside it
-                job = timed.popleft()
-                running[pool.submit(run, job)] = job
-            finished, _ = wait(list(running), return_when=FIRST_COMPLETED)
-            for fut in finished:
-                job = running.pop(fut)
-                student, p = job[0], job[1]
-                try:
-                    (score, points, message), reused = fut.result()
-                except Exception as exc:  # noqa: BLE001 - grade_stored catches grading errors; this is a bug
-                    score, points, message, reused = 0.0, float(p.points), f"Grading this problem failed: {exc}", False
-                summary["results"].setdefault(student, {})[p.id] = (score, points, message)
-                summary["reused" if reused else "graded"] += 1
-                if harness.failed(message):
-                    summary["failed"] += 1
-                    summary["failures"].append(f"{student}/{p.id}: {message[:160]}")
-                done += 1
-                if bar is not None:
-                    bar.update(1)
-                    bar.set_postfix(graded=summary["graded"], reused=summary["reused"], failed=summary["failed"])
-                if after_job is not None:
-                    after_job(done, job)
+        with usage, harness.use_slots(slots) if slots is not None else contextlib.nullcontext():
+            while queue or running:
+                while queue and len(running) < jobs:
+                    job = queue.popleft()
+                    running[pool.submit(run, job)] = job
+                finished, _ = wait(list(running), return_when=FIRST_COMPLETED)
+                for fut in finished:
+                    job = running.pop(fut)
+                    student, p = job[0], job[1]
+                    try:
+                        (score, points, message), reused = fut.result()
+                    except KeyboardInterrupt:
+                        raise
+                    except Exception as exc:  # noqa: BLE001 - grade_stored catches grading errors; this is a bug
+                        score, points, message, reused = 0.0, float(p.points), f"Grading this problem failed: {exc}", False
+                    summary["results"].setdefault(student, {})[p.id] = (score, points, message)
+                    summary["reused" if reused else "graded"] += 1
+                    if harness.failed(message):
+                        summary["failed"] += 1
+                        summary["failures"].append(f"{student}/{p.id}: {message[:160]}")
+                    done += 1
+                    left[student] -= 1
+                    if bar is not None:
+                        bar.update(1)
+                        bar.set_postfix(students=f"{sum(1 for v in left.values() if v == 0)}/{len(left)}",
+                                        graded=summary["graded"], reused=summary["reused"], failed=summary["failed"])
+                    if after_job is not None:
+                        after_job(done, job)
     except KeyboardInterrupt:
         summary["interrupted"] = True
-        untimed.clear()
-        timed.clear()
-        harness.interrupt()  # running gradings kill their children and stop
+        queue.clear()
+        harness.interrupt()  # running gradings kill their children (or cancel their Ray tasks) and stop
         for fut in running:
             fut.cancel()
         wait(list(running))
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
         harness.resume()
+        if cluster is not None:
+            cluster.close()
         if bar is not None:
             bar.close()
     summary["seconds"] = round(time.monotonic() - t0, 1)
+    summary["per_student_s"] = round(summary["seconds"] / max(1, summary["students"]), 2)
+    summary["gpu_util_mean"] = usage.mean()
+    summary["timed_runs"] = slots.timed_runs if slots is not None else None
     return summary
 
 
 def describe(summary: dict) -> str:
-    """One printed paragraph: students, problems graded, reused, failed, seconds per student."""
+    """The screen at the end: students and problems graded, reused and failed (and why), time per student, GPU use."""
     n = max(1, summary["students"])
+    util = summary.get("gpu_util_mean")
     lines = [f"{summary['lesson']}: {summary['students']} students, {summary['jobs']} problems: "
              f"{summary['graded']} graded, {summary['reused']} reused from the store, {summary['failed']} failed "
-             f"({summary['jobs_n']} jobs, {summary['seconds']:.1f} s, {summary['seconds'] / n:.1f} s per student)"]
+             f"({summary.get('backend') or str(summary.get('jobs_n', 0)) + ' jobs'}, {summary['seconds']:.1f} s, "
+             f"{summary['seconds'] / n:.1f} s per student"
+             + (f", GPU busy {util:.0f}% on average over {summary['gpus']} GPU(s)" if util is not None else "") + ")"]
     if summary["interrupted"]:
         lines.append("INTERRUPTED: what was graded is stored; run the same command again to resume.")
     lines += [f"  failed: {f}" for f in summary["failures"][:20]]
+    if len(summary["failures"]) > 20:
+        lines.append(f"  ... and {len(summary['failures']) - 20} more failures (grading_logs/ has each one's record)")
     lines += [f"  unreadable: {u}" for u in summary["unreadable"]]
     return "\n".join(lines)

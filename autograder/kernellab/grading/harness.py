@@ -6,6 +6,7 @@ references computed here, and leave an audit record (result.json).
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime
 import json
@@ -40,6 +41,21 @@ _STOP = threading.Event()
 # queue run must only read the store).
 STORE_ONLY_ENV = "KERNELLAB_STORE_ONLY"
 
+# The class queue's GPU slots (grading/slots.py): None when one notebook is graded (one process at a time).
+_SLOTS = None
+
+
+@contextlib.contextmanager
+def use_slots(slots):
+    """Grade under ``slots`` (a GpuSlots) for the block: each child process holds its job's GPU, timed ones alone."""
+    global _SLOTS
+    _SLOTS = slots
+    try:
+        yield slots
+    finally:
+        _SLOTS = None
+
+
 _DROP_ENV = ("NBGRADER_", "KERNELLAB_SECRET", "JPY_", "JUPYTER_", "IPYKERNEL")
 
 
@@ -72,9 +88,23 @@ def _judge_cache() -> str:
 
 def _run_child(jobdir: pathlib.Path, interpreted: bool = False,
                limit_s: float | None = None, module: str = "kernellab.grading.child",
-               result: str = "result.pt") -> tuple[str | None, dict]:
+               result: str = "result.pt", alone: bool = False) -> tuple[str | None, dict]:
     """Run the child (the worker, or with ``module`` the judge) with phase budgets (``limit_s`` caps the
-    compile and run budgets). Returns (problem text or None, timing info)."""
+    compile and run budgets). ``alone``: it times, so under a class queue it waits until it has its GPU to
+    itself (grading/slots.py). Returns (problem text or None, timing info)."""
+    slots = _SLOTS
+    if slots is None:
+        return _start_child(jobdir, interpreted, limit_s, module, result, {})
+    t0 = time.monotonic()
+    with slots.hold(alone, _STOP):
+        waited = time.monotonic() - t0
+        why, info = _start_child(jobdir, interpreted, limit_s, module, result,
+                                 slots.env() if DEVICE.on_gpu and not interpreted else {})
+    info.update({"gpu_slot": slots.gpu(), "slot_wait_s": round(waited, 2), "alone": alone})
+    return why, info
+
+
+def _start_child(jobdir, interpreted, limit_s, module, result, extra_env: dict) -> tuple[str | None, dict]:
     budgets = {"start": LOAD_BUDGET, "import": LOAD_BUDGET, "load": LOAD_BUDGET,
                "compile": COMPILE_BUDGET, "run": RUN_BUDGET, "done": 30.0}
     if limit_s is not None:
@@ -83,7 +113,7 @@ def _run_child(jobdir: pathlib.Path, interpreted: bool = False,
     (jobdir / "phase").write_text("start")
     with open(jobdir / f"{module.rsplit('.', 1)[-1]}.log", "wb") as log:
         # Its own session, so a budget can kill the child's whole group; our pid, so it dies with us.
-        env = _child_env(interpreted)
+        env = {**_child_env(interpreted), **extra_env}
         if module.endswith(".judge"):
             env["TRITON_CACHE_DIR"] = _judge_cache()
         proc = subprocess.Popen([sys.executable, "-m", module, str(jobdir), str(os.getpid())],
@@ -194,7 +224,8 @@ def grade_problem(problem, nb, seed: int, ceil=None, facts: dict | None = None,
             job["seed"] = seed ^ int.from_bytes(os.urandom(5), "little")
             job["baseline_elsewhere"] = True
         (jobdir / "job.json").write_text(json.dumps(job))
-        why, info = _run_child(jobdir, interpreted, limit_s)
+        # A whole program's speed (lesson 06) is timed in its worker: that worker needs its GPU alone.
+        why, info = _run_child(jobdir, interpreted, limit_s, alone=problem.kind == "speed")
         record.update(info)
         record["child_log_tail"] = _tail(jobdir / "child.log")
         if why:
@@ -229,7 +260,8 @@ def _baseline_in_a_clean_process(problem, seed: int, lesson: str, record: dict) 
         (judge / "records.json").write_text("[]")
         (judge / "judge.json").write_text(json.dumps({"lesson": lesson, "problem": problem.id, "seed": seed,
                                                       "baseline_only": True}))
-        why, info = _run_child(judge, False, None, module="kernellab.grading.judge", result="judged.pt")
+        why, info = _run_child(judge, False, None, module="kernellab.grading.judge", result="judged.pt",
+                               alone=True)
         record.update({f"baseline_{k}": v for k, v in info.items()})
         if why:
             return [], "Timing the baseline failed: " + why
@@ -318,7 +350,8 @@ def _grade_by_replay(problem, sources, seed: int, ceil, lesson: str, limit_s, re
                                                       "interpreted": interpreted}))
         if cases is not None:
             torch.save(cases, judge / "cases.pt")
-        why, info = _run_child(judge, interpreted, limit_s, module="kernellab.grading.judge", result="judged.pt")
+        why, info = _run_child(judge, interpreted, limit_s, module="kernellab.grading.judge", result="judged.pt",
+                               alone=problem.kind == "speed")
         record.update({f"judge_{k}": v for k, v in info.items()})
         record["judge_log_tail"] = _tail(judge / "judge.log")
         if why:
@@ -371,8 +404,10 @@ def store_key(store, nb, lesson: str, student: str, secret: bytes, problem_id: s
 
 def grade_stored(p, nb, lesson: str, student: str, secret: bytes, ceil, facts: dict, env_info: dict,
                  logs_dir=None, store=None, force: bool = False, points: float | None = None,
-                 nb_hash: str | None = None) -> tuple[tuple, bool]:
+                 nb_hash: str | None = None, grade=None) -> tuple[tuple, bool]:
     """One problem of one notebook: ((points awarded, max points, message), reused from the store?).
+    ``grade(problem, nb, seed, ceil, facts, lesson) -> (Outcome, record)`` grades it (default
+    ``grade_problem``, here; a Ray cluster's is grading/cluster.py's, which sends the seed and never the secret).
     With a ``store``: a stored result is taken as it is (unless ``force``), a new one is stored as soon as it is
     graded (a harness failure is not stored, so a rerun tries again). The audit result.json is written either way."""
     points = problem_points(p, nb) if points is None else points
@@ -388,7 +423,9 @@ def grade_stored(p, nb, lesson: str, student: str, secret: bytes, ceil, facts: d
     else:
         seed = problem_seed(secret, student, lesson, p.id)
         try:
-            outcome, record = grade_problem(p, nb, seed, ceil, facts, lesson)
+            outcome, record = (grade or grade_problem)(p, nb, seed, ceil, facts, lesson)
+        except KeyboardInterrupt:
+            raise
         except Exception as exc:  # noqa: BLE001 - a harness failure costs this problem, not the notebook
             outcome, record = Outcome(p.id, 0.0, f"Grading this problem failed: {type(exc).__name__}: {exc}"), {}
         fraction, message = outcome.fraction, outcome.message

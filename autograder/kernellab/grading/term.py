@@ -1,10 +1,10 @@
 """The instructor's term around nbgrader, run in the course folder (``autograder/``):
 
     kernellab term preflight LESSON   # every submission: parses, every grade_id present, code rules, GPU it ran on
-    kernellab term autograde LESSON [--jobs N] [--force]
+    kernellab term autograde LESSON [--jobs N] [--gpus N] [--ray local|ADDRESS] [--force]
                                       # every (student, problem) graded into the result store by N concurrent
-                                      # jobs (speed problems one at a time), then nbgrader autograde one
-                                      # student at a time, which reads the store
+                                      # jobs on every GPU (timing alone on its GPU), or as Ray tasks, then
+                                      # nbgrader autograde one student at a time, which reads the store
     kernellab term feedback LESSON    # nbgrader generate_feedback (reasons and hints; no hidden tests or seeds)
     kernellab term export             # nbgrader export -> grades.csv
     kernellab term report LESSON      # per-problem pass rates and speed ratios per GPU model, as plots in HTML
@@ -96,11 +96,12 @@ def autograde(course: pathlib.Path, lesson: str, progress: bool = True) -> list[
 
 
 def queue_then_autograde(course: pathlib.Path, lesson: str, jobs: int | None = None, force: bool = False,
-                         progress: bool = True) -> tuple[dict, list[dict]]:
+                         progress: bool = True, gpus: int | None = None,
+                         ray: str | None = None) -> tuple[dict, list[dict]]:
     """The class queue into the result store, then nbgrader autograde per student (reading the store).
     A KeyboardInterrupt during the queue stops there (what was graded stays stored) and propagates."""
     from .classqueue import describe, grade_class
-    summary = grade_class(course, lesson, jobs=jobs, force=force, progress=progress)
+    summary = grade_class(course, lesson, jobs=jobs, force=force, progress=progress, gpus=gpus, ray=ray)
     print(describe(summary))
     if summary["interrupted"]:
         raise KeyboardInterrupt("the grading queue was interrupted")
@@ -177,7 +178,7 @@ def report(course: pathlib.Path, lesson: str, out: pathlib.Path) -> dict:
 
 
 def main(action: str, lesson: str | None, course: str, out: str | None, jobs: int | None = None,
-         force: bool = False) -> int:
+         force: bool = False, gpus: int | None = None, ray: str | None = None) -> int:
     course_dir = pathlib.Path(course)
     if action == "preflight":
         rows = preflight(course_dir, lesson)
@@ -189,7 +190,7 @@ def main(action: str, lesson: str | None, course: str, out: str | None, jobs: in
         return 0 if all(r["ok"] for r in rows) else 1
     if action == "autograde":
         try:
-            _, res = queue_then_autograde(course_dir, lesson, jobs=jobs, force=force)
+            _, res = queue_then_autograde(course_dir, lesson, jobs=jobs, force=force, gpus=gpus, ray=ray)
         except KeyboardInterrupt:
             print("Interrupted: the results graded so far are in the store; the same command resumes from there.")
             return 130

@@ -1,0 +1,125 @@
+"""Grading a class on a Ray cluster: the class queue's jobs as Ray tasks (``kernellab term autograde LESSON
+--ray local`` or ``--ray ADDRESS``; Ray is the optional extra ``kernellab[cluster]``).
+
+The instructor's process (the driver) keeps what the local queue keeps: the course secret, the result store, the
+logs and, afterwards, nbgrader's gradebook. For each job it sends one task the lesson, the problem's id, the
+notebook's text and that problem's seed, derived from the secret on the driver (the secret never leaves it).
+The task grades with the same harness as the local queue, in fresh worker and judge processes on its node, and
+returns plain data, which the driver stores under its own device's key (nbgrader, run on the driver, reads it).
+
+Placement is Ray's, from what each task asks for: an untimed job one CPU and a share of one GPU (1/N of it,
+N = jobs per GPU), a timed job (a speed problem) a whole GPU and two CPUs, so nothing else runs on a GPU while
+a speed problem is graded there (its worker and its judge both run inside the task). Each task measures its own
+node's ceilings. A task that dies costs its problem ("Grading this problem failed", not stored: a rerun tries
+again). Ctrl-C cancels every task with force (its processes are killed, and the grading processes they started
+die with them) and, for ``--ray local``, stops the cluster.
+"""
+from __future__ import annotations
+
+import functools
+import math
+import os
+import pathlib
+import socket
+import time
+
+LOCAL = "local"
+_BUDGETS = ("COMPILE_BUDGET", "RUN_BUDGET", "LOAD_BUDGET")
+
+
+def _package_root() -> pathlib.Path:
+    return pathlib.Path(__file__).resolve().parents[2]  # the folder holding ``kernellab``
+
+
+@functools.lru_cache(maxsize=1)
+def _node_facts():
+    """This node's ceilings and device facts, measured once per Ray worker process."""
+    from ..ceilings import measure_ceilings
+    from ..learner import facts
+    return measure_ceilings(quiet=True), facts()
+
+
+def grade_task(lesson: str, problem_id: str, nb_text: str, seed: int, budgets: dict) -> dict:
+    """One job, on a Ray worker: grade one problem of one notebook with the harness, as the local queue does."""
+    import nbformat
+    import ray
+
+    from ..lessons import problems_of
+    from . import harness
+    for name, value in budgets.items():  # the driver's budgets (a test's short ones) hold here too
+        if name in _BUDGETS:
+            setattr(harness, name, float(value))
+    started = time.time()
+    p = problems_of(lesson)[problem_id]
+    nb = nbformat.reads(nb_text, as_version=4)
+    ceil, facts = _node_facts()
+    outcome, record = harness.grade_problem(p, nb, seed, ceil, facts, lesson)
+    record.update({"node": socket.gethostname(), "ray_gpu_ids": [str(g) for g in ray.get_gpu_ids()],
+                   "task_pid": os.getpid(), "task_started": started, "task_ended": time.time()})
+    return {"fraction": outcome.fraction, "message": str(outcome.message),
+            "details": harness._jsonable(outcome.details), "record": harness._jsonable(record)}
+
+
+class RayGrader:
+    """Connects to (or, for ``local``, starts) a Ray cluster; ``grade`` is harness.grade_stored's ``grade``."""
+
+    def __init__(self, address: str, jobs: int | None = None, init: dict | None = None):
+        try:
+            import ray
+        except ImportError as exc:
+            raise SystemExit('Ray is not installed: pip install "kernellab[cluster]" (or pip install ray)') from exc
+        self.ray, self.address, self.started = ray, address, False
+        if not ray.is_initialized():
+            kw = dict(init or {})
+            if address == LOCAL:
+                # A local cluster of this machine: its workers import kernellab from here.
+                path = os.pathsep.join(p for p in (str(_package_root()), os.environ.get("PYTHONPATH", "")) if p)
+                kw.setdefault("num_cpus", max(os.cpu_count() or 1, jobs or 0))
+                ray.init(include_dashboard=False, log_to_driver=False,
+                         runtime_env={"env_vars": {"PYTHONPATH": path}}, **kw)
+            else:
+                # Another machine's cluster: the package travels with the job (torch, triton and nbformat must be
+                # installed on its nodes).
+                ray.init(address=address, log_to_driver=False,
+                         runtime_env={"py_modules": [str(_package_root() / "kernellab")]}, **kw)
+            self.started = True
+        res = ray.cluster_resources()
+        self.cpus, self.gpus = int(res.get("CPU", 1)), int(res.get("GPU", 0))
+        self.jobs = max(1, int(jobs or self.cpus))
+        per_gpu = max(1, math.ceil(self.jobs / self.gpus)) if self.gpus else 0
+        self._untimed = ray.remote(num_cpus=1, num_gpus=(1.0 / per_gpu) if self.gpus else 0,
+                                   max_retries=0)(grade_task)
+        self._timed = ray.remote(num_cpus=min(2, self.cpus), num_gpus=1 if self.gpus else 0,
+                                 max_retries=0)(grade_task)
+
+    def describe(self) -> str:
+        return f"Ray {'local cluster' if self.address == LOCAL else self.address}: {self.cpus} CPUs, {self.gpus} GPUs"
+
+    def grade(self, p, nb, seed, ceil, facts, lesson):
+        import nbformat
+
+        from ..problems.base import Outcome
+        from . import harness
+        budgets = {name: getattr(harness, name) for name in _BUDGETS}
+        task = self._timed if p.kind == "speed" else self._untimed
+        ref = task.remote(lesson, p.id, nbformat.writes(nb), int(seed), budgets)
+        out = self._wait(ref)
+        return Outcome(p.id, out["fraction"], out["message"], out["details"]), out["record"]
+
+    def _wait(self, ref):
+        from . import harness
+        while True:
+            ready, _ = self.ray.wait([ref], timeout=0.25)
+            if ready:
+                try:
+                    return self.ray.get(ref)
+                except self.ray.exceptions.RayError as exc:  # the task or its worker died: this problem only
+                    raise RuntimeError(f"the Ray task failed: {type(exc).__name__}: {str(exc)[:300]}") from None
+            if harness._STOP.is_set():
+                self.ray.cancel(ref, force=True)
+                raise KeyboardInterrupt("grading interrupted")
+
+    def close(self) -> None:
+        if self.started:
+            self.ray.shutdown()
+            self.started = False

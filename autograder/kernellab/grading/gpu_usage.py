@@ -1,0 +1,58 @@
+"""How busy this machine's GPUs were while a class was graded: ``nvidia-smi`` sampled every second.
+
+``utilization.gpu`` is the share of the sample period in which some kernel ran on the GPU (NVIDIA's own
+definition), so it says whether grading kept the GPU fed, not how hard each kernel worked it.
+"""
+from __future__ import annotations
+
+import shutil
+import subprocess
+import threading
+
+
+class GpuUsage:
+    """``with GpuUsage() as u: ...`` then ``u.mean()`` (percent over every sample of every GPU; None with no
+    GPU or no nvidia-smi) and ``u.samples`` (GPU index -> list of percents)."""
+
+    def __init__(self, interval_s: float = 1.0):
+        self.interval_ms = max(100, int(interval_s * 1000))
+        self.samples: dict[int, list[float]] = {}
+        self._proc = None
+        self._thread = None
+
+    def __enter__(self):
+        from ..device import DEVICE
+        exe = shutil.which("nvidia-smi")
+        if not DEVICE.on_gpu or exe is None:
+            return self
+        try:
+            self._proc = subprocess.Popen(
+                [exe, "--query-gpu=index,utilization.gpu", "--format=csv,noheader,nounits", f"-lms={self.interval_ms}"],
+                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        except OSError:
+            return self
+        self._thread = threading.Thread(target=self._read, daemon=True, name="kl-gpu-usage")
+        self._thread.start()
+        return self
+
+    def _read(self) -> None:
+        for line in self._proc.stdout:
+            parts = [p.strip() for p in line.split(",")]
+            try:
+                self.samples.setdefault(int(parts[0]), []).append(float(parts[1]))
+            except (ValueError, IndexError):
+                continue
+
+    def __exit__(self, *exc):
+        if self._proc is not None:
+            self._proc.terminate()
+            try:
+                self._proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self._proc.kill()
+            self._thread.join(timeout=5)
+        return False
+
+    def mean(self) -> float | None:
+        values = [v for vals in self.samples.values() for v in vals]
+        return round(sum(values) / len(values), 1) if values else None

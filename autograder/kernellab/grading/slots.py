@@ -1,0 +1,91 @@
+"""Who may use each GPU while a class is graded: any number of untimed processes at once, or one timed process
+alone.
+
+A grading job (one problem of one submission) is placed on one GPU for its whole life (``place``: the GPU with
+the fewest jobs). Each process it starts holds that GPU while it runs (``hold``): a worker, or a judge that
+replays for correctness, shares it; a judge that times (or a worker that times a whole program, lesson 06) holds
+it alone. A timed process that is waiting lets no new untimed one start on its GPU, so timing is never starved;
+it starts once the untimed processes already running there have ended. GPUs do not wait for each other: a
+timed run on GPU 0 leaves GPU 1's untimed work going (the timer reads the GPU, which they do not touch).
+
+Grading one notebook (nbgrader, ``kernellab grade``) uses no slots: one process at a time is alone anyway.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+
+
+class GpuSlots:
+    def __init__(self, gpus: int = 1, visible: list[str] | None = None):
+        """``gpus``: how many GPUs (or, on a CPU, how many independent slots); ``visible``: each one's
+        CUDA_VISIBLE_DEVICES value (default: this process's own list, or 0..gpus-1)."""
+        self.n = max(1, int(gpus))
+        if visible is None:
+            own = [v for v in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if v.strip()]
+            visible = own[:self.n] if len(own) >= self.n else [str(i) for i in range(self.n)]
+        self.visible = list(visible)
+        self._cv = threading.Condition()
+        self._shared = [0] * self.n  # untimed processes running on each GPU
+        self._alone = [False] * self.n  # a timed process running on each GPU
+        self._waiting = [0] * self.n  # timed processes waiting for each GPU
+        self._jobs = [0] * self.n  # jobs placed on each GPU
+        self._local = threading.local()
+        self.timed_runs = 0  # how many timed processes ran (a test's count)
+
+    @contextlib.contextmanager
+    def place(self):
+        """Place the calling thread's job on the GPU with the fewest jobs, for the block's duration."""
+        with self._cv:
+            gpu = min(range(self.n), key=lambda g: self._jobs[g])
+            self._jobs[gpu] += 1
+        self._local.gpu = gpu
+        try:
+            yield gpu
+        finally:
+            self._local.gpu = None
+            with self._cv:
+                self._jobs[gpu] -= 1
+
+    def gpu(self) -> int:
+        g = getattr(self._local, "gpu", None)
+        return 0 if g is None else g
+
+    def env(self) -> dict:
+        """Environment for a process of the calling thread's job: its GPU, alone visible."""
+        return {"CUDA_VISIBLE_DEVICES": self.visible[self.gpu()]}
+
+    @contextlib.contextmanager
+    def hold(self, alone: bool, stop: threading.Event | None = None):
+        """Hold the calling job's GPU for one process: shared (untimed) or ``alone`` (timed). ``stop`` set while
+        waiting raises KeyboardInterrupt (a class queue's Ctrl-C)."""
+        g = self.gpu()
+        with self._cv:
+            if alone:
+                self._waiting[g] += 1
+                try:
+                    while self._alone[g] or self._shared[g]:
+                        self._wait(stop)
+                finally:
+                    self._waiting[g] -= 1
+                self._alone[g] = True
+                self.timed_runs += 1
+            else:
+                while self._alone[g] or self._waiting[g]:
+                    self._wait(stop)
+                self._shared[g] += 1
+        try:
+            yield g
+        finally:
+            with self._cv:
+                if alone:
+                    self._alone[g] = False
+                else:
+                    self._shared[g] -= 1
+                self._cv.notify_all()
+
+    def _wait(self, stop) -> None:
+        self._cv.wait(timeout=0.2)
+        if stop is not None and stop.is_set():
+            raise KeyboardInterrupt("grading interrupted")
