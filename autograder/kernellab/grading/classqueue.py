@@ -108,6 +108,8 @@ def grade_class(course, lesson: str, jobs: int | None = None, force: bool = Fals
     cluster = slots = None
     if ray:
         from .cluster import RayGrader
+        if ray == "local" and not jobs:
+            jobs = default_jobs()
         cluster = RayGrader(ray, jobs, ray_init)
         jobs, summary["gpus"], summary["backend"] = cluster.jobs, cluster.gpus, cluster.describe()
     else:

@@ -60,29 +60,36 @@ def grade_task(lesson: str, problem_id: str, nb_text: str, seed: int, budgets: d
             "details": harness._jsonable(outcome.details), "record": harness._jsonable(record)}
 
 
+def connect(address: str, jobs: int | None = None, init: dict | None = None) -> bool:
+    """Join the Ray cluster at ``address``, or start one on this machine (``local``), unless this process is
+    connected already. Returns whether it connected now (then ``ray.shutdown()`` is the caller's)."""
+    try:
+        import ray
+    except ImportError as exc:
+        raise SystemExit('Ray is not installed: pip install "kernellab[cluster]" (or pip install ray)') from exc
+    if ray.is_initialized():
+        return False
+    kw = dict(init or {})
+    if address == LOCAL:
+        # A local cluster of this machine: its workers import kernellab from here.
+        path = os.pathsep.join(p for p in (str(_package_root()), os.environ.get("PYTHONPATH", "")) if p)
+        kw.setdefault("num_cpus", max(os.cpu_count() or 1, jobs or 0))
+        ray.init(include_dashboard=False, log_to_driver=False, runtime_env={"env_vars": {"PYTHONPATH": path}}, **kw)
+    else:
+        # Another machine's cluster: the package travels with the job (torch, triton and nbformat must be
+        # installed on its nodes).
+        ray.init(address=address, log_to_driver=False,
+                 runtime_env={"py_modules": [str(_package_root() / "kernellab")]}, **kw)
+    return True
+
+
 class RayGrader:
     """Connects to (or, for ``local``, starts) a Ray cluster; ``grade`` is harness.grade_stored's ``grade``."""
 
     def __init__(self, address: str, jobs: int | None = None, init: dict | None = None):
-        try:
-            import ray
-        except ImportError as exc:
-            raise SystemExit('Ray is not installed: pip install "kernellab[cluster]" (or pip install ray)') from exc
-        self.ray, self.address, self.started = ray, address, False
-        if not ray.is_initialized():
-            kw = dict(init or {})
-            if address == LOCAL:
-                # A local cluster of this machine: its workers import kernellab from here.
-                path = os.pathsep.join(p for p in (str(_package_root()), os.environ.get("PYTHONPATH", "")) if p)
-                kw.setdefault("num_cpus", max(os.cpu_count() or 1, jobs or 0))
-                ray.init(include_dashboard=False, log_to_driver=False,
-                         runtime_env={"env_vars": {"PYTHONPATH": path}}, **kw)
-            else:
-                # Another machine's cluster: the package travels with the job (torch, triton and nbformat must be
-                # installed on its nodes).
-                ray.init(address=address, log_to_driver=False,
-                         runtime_env={"py_modules": [str(_package_root() / "kernellab")]}, **kw)
-            self.started = True
+        import ray
+        self.started = connect(address, jobs, init)
+        self.ray, self.address = ray, address
         res = ray.cluster_resources()
         self.cpus, self.gpus = int(res.get("CPU", 1)), int(res.get("GPU", 0))
         self.jobs = max(1, int(jobs or self.cpus))

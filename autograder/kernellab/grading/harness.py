@@ -95,18 +95,36 @@ def _run_child(jobdir: pathlib.Path, interpreted: bool = False,
     slots = _SLOTS
     if slots is None:
         return _start_child(jobdir, interpreted, limit_s, module, result, {})
-    t0 = time.monotonic()
-    with slots.hold(alone, _STOP):
-        waited = time.monotonic() - t0
+    # A judge that times starts beside other work and asks for its GPU alone only when it is about to time
+    # (its "alone" phase); any other process that times holds its GPU alone from the start.
+    handoff = alone and module.endswith(".judge")
+    held = {"hold": slots.hold(alone and not handoff, _STOP), "waited": 0.0}
+
+    def take(hold) -> None:
+        t = time.monotonic()
+        hold.__enter__()
+        held["hold"] = hold
+        held["waited"] += time.monotonic() - t
+
+    def go_alone() -> None:
+        held.pop("hold").__exit__(None, None, None)
+        take(slots.hold(True, _STOP))
+    take(held.pop("hold"))
+    try:
         why, info = _start_child(jobdir, interpreted, limit_s, module, result,
-                                 slots.env() if DEVICE.on_gpu and not interpreted else {})
-    info.update({"gpu_slot": slots.gpu(), "slot_wait_s": round(waited, 2), "alone": alone})
+                                 slots.env() if DEVICE.on_gpu and not interpreted else {},
+                                 go_alone if handoff else None)
+    finally:
+        if "hold" in held:
+            held["hold"].__exit__(None, None, None)
+    info.update({"gpu_slot": slots.gpu(), "slot_wait_s": round(held["waited"], 2), "alone": alone})
     return why, info
 
 
-def _start_child(jobdir, interpreted, limit_s, module, result, extra_env: dict) -> tuple[str | None, dict]:
+def _start_child(jobdir, interpreted, limit_s, module, result, extra_env: dict,
+                 go_alone=None) -> tuple[str | None, dict]:
     budgets = {"start": LOAD_BUDGET, "import": LOAD_BUDGET, "load": LOAD_BUDGET,
-               "compile": COMPILE_BUDGET, "run": RUN_BUDGET, "done": 30.0}
+               "compile": COMPILE_BUDGET, "run": RUN_BUDGET, "alone": 30.0, "done": 30.0}
     if limit_s is not None:
         budgets["compile"], budgets["run"] = min(COMPILE_BUDGET, limit_s), min(RUN_BUDGET, limit_s)
     t0 = time.monotonic()
@@ -120,7 +138,7 @@ def _start_child(jobdir, interpreted, limit_s, module, result, extra_env: dict) 
                                 cwd=jobdir, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 env=env, start_new_session=True)
         try:
-            why, phase = _watch(proc, jobdir, budgets)
+            why, phase = _watch(proc, jobdir, budgets, go_alone)
         finally:  # interrupted here (Ctrl-C): the child goes too
             if proc.poll() is None:
                 _kill(proc)
@@ -137,8 +155,10 @@ def _start_child(jobdir, interpreted, limit_s, module, result, extra_env: dict) 
     return why, info
 
 
-def _watch(proc, jobdir: pathlib.Path, budgets: dict) -> tuple[str | None, str]:
-    """Wait for the child, following the phase it reports; kill it when a phase overruns its budget."""
+def _watch(proc, jobdir: pathlib.Path, budgets: dict, go_alone=None) -> tuple[str | None, str]:
+    """Wait for the child, following the phase it reports; kill it when a phase overruns its budget. A judge
+    about to time reports "alone": ``go_alone()`` gets it its GPU alone (waiting as long as that takes, which
+    no budget counts), then it is told to go."""
     phase, since = "start", time.monotonic()
     while proc.poll() is None:
         time.sleep(0.05)
@@ -151,6 +171,11 @@ def _watch(proc, jobdir: pathlib.Path, budgets: dict) -> tuple[str | None, str]:
             now_phase = phase
         if now_phase != phase:
             phase, since = now_phase, time.monotonic()
+            if phase == "alone":
+                if go_alone is not None:
+                    go_alone()
+                (jobdir / "go").write_text("go")
+                since = time.monotonic()
         if time.monotonic() - since > budgets.get(phase, RUN_BUDGET):
             what = {"compile": "compiling (and autotuning) your kernel",
                     "run": "the graded run"}.get(phase, "loading your code")

@@ -119,8 +119,15 @@ def main(jobdir: str, parent_pid: int) -> int:
             results.append(dataclasses.asdict(replay_case(problem, case, rec, folder, device)))
         out["results"] = results
     elif problem.kind == "speed":
+        import time
+
         from kernellab.invoke import describe_exception
         from kernellab.timing import measure_speed
+        # Started, imported and CUDA up beside other grading: now ask for the GPU alone, and time once given it.
+        (job_dir / "phase").write_text("alone")
+        while not (job_dir / "go").exists():
+            time.sleep(0.01)
+        (job_dir / "phase").write_text("run")
         try:
             if job.get("baseline_only"):  # a whole program timed in its worker: only the baseline here
                 m = measure_speed(None, problem, job["seed"], watch=False, parts=("base",))

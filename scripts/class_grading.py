@@ -1,0 +1,219 @@
+"""Grade a synthetic class three ways and say how long each took: serially (one notebook after another, as
+nbgrader alone does), by the local queue (``kernellab term autograde``'s), and by Ray on a local cluster of
+this machine. Writes ``class_grading.json`` and ``class_grading.md``.
+
+    python scripts/class_grading.py --modes queue --lessons 01_roofline_vector_add,02_tiled_matmul --part a
+    python scripts/class_grading.py --merge part_a.json part_b.json ... --out assets/gpu
+
+The class, per lesson (``--per-lesson``, default 10): copies of the solution, the honest controls of the cheat
+corpus (correct submissions written differently), known-wrong submissions, cheats from the corpus and the blank
+release. Every submission has all of its lesson's problems graded. ``--serial-per-lesson`` grades only the
+first few of each lesson serially (the serial path is the slow one being replaced; its time per submission is
+what the comparison needs). Runs too long for one sitting can be split by lesson and mode (``--part``) and
+merged. Scores are compared problem by problem across modes, speed ratios by their relative difference.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pathlib
+import sys
+import tempfile
+import time
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "autograder"))
+
+LESSONS = ["01_roofline_vector_add", "02_tiled_matmul", "03_fused_softmax_layernorm", "04_flash_attention"]
+
+
+def build_class(lesson: str, n: int) -> dict:
+    """student -> notebook: a class of ``n`` for ``lesson`` (the mix the module docstring describes)."""
+    from kernellab.grading import corpus as C
+    from kernellab.grading import submissions as S
+    rel, src = C._notebooks(lesson)
+    honest = [e for e in C.ENTRIES if e.lesson == lesson and e.honest][:2]
+    cheats = [e for e in C.ENTRIES if e.lesson == lesson and not e.honest and not e.budget_s][:2]
+    wrong = list(S.known_wrong(lesson, src).items())[:2]
+    subs = {"solution-1": S.filled(rel, src)}
+    subs |= {f"cheat-{e.name}": C.notebook_of(e) for e in cheats}
+    subs |= {f"wrong-{name}": S.filled(rel, src, edit) for name, edit in wrong}
+    subs |= {f"honest-{e.name}": C.notebook_of(e) for e in honest}
+    subs["blank"] = rel
+    k = 2
+    while len(subs) < n:
+        subs[f"solution-{k}"] = S.filled(rel, src)
+        k += 1
+    return dict(list(subs.items())[:n])
+
+
+def _ratios(logs: pathlib.Path, lesson: str) -> dict:
+    """(student, problem) -> the speed ratio a grading measured (from the audit records)."""
+    out = {}
+    for p in logs.glob(f"*/{lesson}/*/result.json"):
+        r = json.loads(p.read_text())
+        v = (r.get("details") or {}).get("value")
+        if r.get("kind") == "speed" and isinstance(v, (int, float)):
+            out[f"{r['student']}/{r['problem']}"] = v
+    return out
+
+
+def run(modes: list[str], lessons: list[str], per_lesson: int, serial_per_lesson: int, jobs: int | None,
+        after_mode=None) -> dict:
+    from kernellab.grading import classqueue, harness
+    from kernellab.grading import submissions as S
+    from kernellab.grading.gpu_usage import GpuUsage
+    from kernellab.grading.secret import course_secret
+    from kernellab.grading.store import Store
+    work = pathlib.Path(tempfile.mkdtemp(prefix="kl-class-"))
+    course = work / "course"
+    classes = {lesson: build_class(lesson, per_lesson) for lesson in lessons}
+    for lesson, subs in classes.items():
+        for student, nb in subs.items():
+            d = course / "submitted" / student / lesson
+            d.mkdir(parents=True, exist_ok=True)
+            S.write(nb, d / f"{lesson}.ipynb")
+    secret = course_secret(course)
+    out = {"lessons": lessons, "per_lesson": per_lesson, "modes": {}, "scores": {}, "ratios": {}}
+    for mode in modes:
+        logs = work / f"logs-{mode}"
+        scores, students, problems = {}, 0, 0
+        t0 = time.monotonic()
+        ray_started = False
+        with GpuUsage() as usage:
+            if mode == "ray_local":
+                import ray
+
+                from kernellab.grading.cluster import connect
+                ray_started = connect("local", jobs)
+            for lesson, subs in classes.items():
+                if mode == "serial":
+                    for student in list(subs)[:serial_per_lesson]:
+                        nb = S.read(course / "submitted" / student / lesson / f"{lesson}.ipynb")
+                        res = harness.grade_notebook(nb, lesson, student, secret, logs_dir=logs, progress=False)
+                        scores |= {f"{lesson}/{student}/{gid}": r[0] for gid, r in res.items()}
+                        students += 1
+                        problems += len(res)
+                        print(f"serial {lesson} {student}: {time.monotonic() - t0:.0f} s", flush=True)
+                    continue
+                summary = classqueue.grade_class(course, lesson, jobs=jobs, progress=True,
+                                                 store=Store(work / f"store-{mode}"), logs_dir=logs,
+                                                 ray="local" if mode == "ray_local" else None)
+                print(classqueue.describe(summary), flush=True)
+                students += summary["students"]
+                problems += summary["jobs"]
+                scores |= {f"{lesson}/{s}/{gid}": r[0] for s, res in summary["results"].items() for gid, r in res.items()}
+            if ray_started:
+                ray.shutdown()
+        wall = time.monotonic() - t0
+        out["modes"][mode] = {"wall_s": round(wall, 1), "students": students, "problems": problems,
+                              "gpus": classqueue.gpu_count() if harness.DEVICE.on_gpu else 0,
+                              "gpu_util_mean": usage.mean(), "per_student_s": round(wall / max(1, students), 1),
+                              "jobs": jobs or classqueue.default_jobs()}
+        out["scores"][mode] = scores
+        out["ratios"][mode] = {f"{lesson}/{k}": v for lesson in lessons for k, v in _ratios(logs, lesson).items()}
+        if after_mode is not None:  # a run cut short by its time limit keeps the modes it finished
+            after_mode(out)
+    return out
+
+
+def merge(parts: list[dict]) -> dict:
+    """Parts split by lesson and mode, as one result: walls, counts and GPU busy summed (busy weighted by wall)."""
+    out = {"lessons": sorted({ls for p in parts for ls in p["lessons"]}), "modes": {}, "scores": {}, "ratios": {},
+           "per_lesson": parts[0]["per_lesson"]}
+    for p in parts:
+        for mode, m in p["modes"].items():
+            acc = out["modes"].setdefault(mode, {"wall_s": 0.0, "students": 0, "problems": 0, "gpus": m["gpus"],
+                                                 "_busy": 0.0, "_busy_s": 0.0, "jobs": m["jobs"]})
+            acc["wall_s"] += m["wall_s"]
+            acc["students"] += m["students"]
+            acc["problems"] += m["problems"]
+            if m["gpu_util_mean"] is not None:
+                acc["_busy"] += m["gpu_util_mean"] * m["wall_s"]
+                acc["_busy_s"] += m["wall_s"]
+            out["scores"].setdefault(mode, {}).update(p["scores"][mode])
+            out["ratios"].setdefault(mode, {}).update(p["ratios"][mode])
+    for m in out["modes"].values():
+        busy, busy_s = m.pop("_busy"), m.pop("_busy_s")
+        m["gpu_util_mean"] = round(busy / busy_s, 1) if busy_s else None
+        m["per_student_s"] = round(m["wall_s"] / max(1, m["students"]), 1)
+        m["wall_s"] = round(m["wall_s"], 1)
+    return out
+
+
+def compare(res: dict) -> dict:
+    """scores_identical (every problem graded in two modes scored the same) and max_speed_ratio_diff."""
+    modes = list(res["scores"])
+    differ, worst = [], 0.0
+    for i, a in enumerate(modes):
+        for b in modes[i + 1:]:
+            for k in set(res["scores"][a]) & set(res["scores"][b]):
+                if res["scores"][a][k] != res["scores"][b][k]:
+                    differ.append(f"{k}: {a} {res['scores'][a][k]} vs {b} {res['scores'][b][k]}")
+            for k in set(res["ratios"][a]) & set(res["ratios"][b]):
+                ra, rb = res["ratios"][a][k], res["ratios"][b][k]
+                if ra > 0:
+                    worst = max(worst, abs(rb - ra) / ra)
+    return {"scores_identical": not differ, "score_differences": differ[:40], "max_speed_ratio_diff": round(worst, 4)}
+
+
+def write(res: dict, out: pathlib.Path) -> str:
+    from kernellab.report import _header, md_table
+    res.update(compare(res))
+    serial = res["modes"].get("serial", {}).get("per_student_s")
+    lines = ["# Grading a class: serial, the local queue, Ray", ""] + _header() + ["",
+             f"A synthetic class over {', '.join(res['lessons'])}: {res['per_lesson']} submissions per lesson "
+             "(copies of the solution, honest variants, known-wrong submissions, cheats from the corpus, the blank "
+             "release), every problem of each graded (`scripts/class_grading.py`).", ""]
+    rows = []
+    for mode, m in res["modes"].items():
+        share = f"{m['per_student_s'] / serial:.0%}" if serial and mode != "serial" else ""
+        rows.append([mode, m["students"], m["problems"], m["wall_s"], m["per_student_s"], share,
+                     m["gpu_util_mean"] if m["gpu_util_mean"] is not None else "-", m["gpus"], m["jobs"]])
+    lines += md_table(["mode", "submissions", "problems", "wall s", "s per submission", "of serial", "GPU busy %",
+                       "GPUs", "jobs"], rows)
+    lines += ["", f"- Scores identical across modes (every problem graded in two modes): **{res['scores_identical']}**",
+              f"- Largest relative difference of a speed ratio between modes: **{res['max_speed_ratio_diff']:.1%}**"]
+    lines += [f"  - {d}" for d in res["score_differences"][:20]]
+    if serial and "queue" in res["modes"]:
+        per_hour = 3600 / max(1e-9, res["modes"]["queue"]["per_student_s"])
+        lines += [f"- Submissions per hour on this GPU with the queue: **{per_hour:.0f}** (serial: {3600 / serial:.0f})"]
+    text = "\n".join(lines) + "\n"
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "class_grading.md").write_text(text)
+    slim = {k: v for k, v in res.items() if k not in ("scores", "ratios")}
+    slim["speed_ratios"] = res["ratios"]
+    (out / "class_grading.json").write_text(json.dumps(slim, indent=1))
+    return text
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--modes", default="serial,queue,ray_local")
+    ap.add_argument("--lessons", default=",".join(LESSONS))
+    ap.add_argument("--per-lesson", type=int, default=10)
+    ap.add_argument("--serial-per-lesson", type=int, default=2)
+    ap.add_argument("--jobs", type=int, default=None)
+    ap.add_argument("--part", default=None, help="write part_<NAME>.json (to --out) instead of the report")
+    ap.add_argument("--merge", nargs="*", default=None, help="part files to merge into the report")
+    ap.add_argument("--out", default=os.environ.get("OUT", "assets/gpu"))
+    a = ap.parse_args()
+    out = pathlib.Path(a.out)
+    if a.merge:
+        print(write(merge([json.loads(pathlib.Path(p).read_text()) for p in a.merge]), out))
+        return 0
+    def save(res):
+        out.mkdir(parents=True, exist_ok=True)
+        (out / f"part_{a.part}.json").write_text(json.dumps(res))
+        print(json.dumps({m: v for m, v in res["modes"].items()}, indent=1), flush=True)
+    res = run(a.modes.split(","), a.lessons.split(","), a.per_lesson, a.serial_per_lesson, a.jobs,
+              save if a.part else None)
+    if a.part:
+        return 0
+    print(write(res, out))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
