@@ -59,6 +59,21 @@ def _ratios(logs: pathlib.Path, lesson: str) -> dict:
     return out
 
 
+def timing_overlaps(logs: pathlib.Path) -> tuple[int, int]:
+    """(timing tasks, other tasks that ran on a timing task's GPU while it timed), from a Ray run's records."""
+    recs = [json.loads(p.read_text()) for p in logs.glob("*/*/*/result.json")]
+    spans = []  # (gpu ids, start, end, is timing)
+    for r in recs:
+        if "task_started" in r:
+            spans.append((tuple(r.get("task_gpu_ids", [])), r["task_started"], r["task_ended"], False))
+        if "timing_started" in r:
+            spans.append((tuple(r.get("timing_gpu_ids", [])), r["timing_started"], r["timing_ended"], True))
+    timing = [s for s in spans if s[3]]
+    bad = sum(1 for t in timing for o in spans if o is not t and set(o[0]) & set(t[0])
+              and o[1] < t[2] and o[2] > t[1])
+    return len(timing), bad
+
+
 def run(modes: list[str], lessons: list[str], per_lesson: int, serial_per_lesson: int, jobs: int | None,
         after_mode=None) -> dict:
     from kernellab.grading import classqueue, harness
@@ -101,6 +116,12 @@ def run(modes: list[str], lessons: list[str], per_lesson: int, serial_per_lesson
                                                  store=Store(work / f"store-{mode}"), logs_dir=logs,
                                                  ray="local" if mode == "ray_local" else None)
                 print(classqueue.describe(summary), flush=True)
+                for f in summary["failures"]:  # what the failed process said, for the log
+                    student, pid = f.split(":", 1)[0].split("/")
+                    rec = logs / student / lesson / pid / "result.json"
+                    if rec.exists():
+                        r = json.loads(rec.read_text())
+                        print(f"--- {f[:80]}\n{r.get('child_log_tail', '')[-1200:]}\n{r.get('judge_log_tail', '')[-600:]}")
                 students += summary["students"]
                 problems += summary["jobs"]
                 scores |= {f"{lesson}/{s}/{gid}": r[0] for s, res in summary["results"].items() for gid, r in res.items()}
@@ -111,6 +132,8 @@ def run(modes: list[str], lessons: list[str], per_lesson: int, serial_per_lesson
                               "gpus": classqueue.gpu_count() if harness.DEVICE.on_gpu else 0,
                               "gpu_util_mean": usage.mean(), "per_student_s": round(wall / max(1, students), 1),
                               "jobs": jobs or classqueue.default_jobs()}
+        if mode == "ray_local":
+            out["modes"][mode]["timing_tasks"], out["modes"][mode]["tasks_beside_timing"] = timing_overlaps(logs)
         out["scores"][mode] = scores
         out["ratios"][mode] = {f"{lesson}/{k}": v for lesson in lessons for k, v in _ratios(logs, lesson).items()}
         if after_mode is not None:  # a run cut short by its time limit keeps the modes it finished
@@ -129,6 +152,9 @@ def merge(parts: list[dict]) -> dict:
             acc["wall_s"] += m["wall_s"]
             acc["students"] += m["students"]
             acc["problems"] += m["problems"]
+            for k in ("timing_tasks", "tasks_beside_timing"):
+                if k in m:
+                    acc[k] = acc.get(k, 0) + m[k]
             if m["gpu_util_mean"] is not None:
                 acc["_busy"] += m["gpu_util_mean"] * m["wall_s"]
                 acc["_busy_s"] += m["wall_s"]

@@ -199,7 +199,8 @@ def main(jobdir: str, parent_pid: int) -> int:
             return finish(error=describe_exception(exc, f"`{problem.names[0]}` at the timed size"))
         phase("run")
         if record:  # the judge times a replay of this call; nothing is timed here
-            return finish(error=tampered(), **_record_timed_call(fn, problem, job["seed"], job_dir / "kernels"))
+            timed = _record_timed_call(fn, problem, job["seed"], job_dir / "kernels")
+            return finish(**{**timed, "error": tampered() or timed.get("error")})
         # Whole programs that are not replayed: only the candidate is timed here; the baseline is timed by a judge
         # process where no learner code was loaded (a torch.library registration here cannot slow it).
         m = _measure(fn, problem, job["seed"], parts=("cand",) if job.get("baseline_elsewhere") else ("cand", "base"))

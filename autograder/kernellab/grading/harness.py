@@ -216,10 +216,21 @@ def _versions() -> dict:
     return info
 
 
+@dataclasses.dataclass
+class PendingTiming:
+    """A replayed speed problem whose worker has recorded and whose judge has yet to time: the judge's folder
+    as plain bytes (the records, the kernels' cache files, the judge's job), to be timed on a GPU held whole
+    (a Ray cluster's timed task: grading/cluster.py)."""
+    files: dict
+    judge_seed: int
+
+
 def grade_problem(problem, nb, seed: int, ceil=None, facts: dict | None = None,
-                  lesson: str = "", limit_s: float | None = None) -> tuple[Outcome, dict]:
+                  lesson: str = "", limit_s: float | None = None,
+                  defer_timing: bool = False) -> tuple[Outcome | PendingTiming, dict]:
     """Grade one problem of a submitted notebook in a fresh child process (``limit_s``: a shorter compile
-    and run budget, for a submission known to loop)."""
+    and run budget, for a submission known to loop). ``defer_timing``: a replayed speed problem stops before
+    its judge times and returns a PendingTiming instead of an Outcome (``time_pending`` finishes it)."""
     if _STOP.is_set():
         raise KeyboardInterrupt("grading interrupted")
     record = {"problem": problem.id, "kind": problem.kind, "seed": seed, "started": _now()}
@@ -230,7 +241,7 @@ def grade_problem(problem, nb, seed: int, ceil=None, facts: dict | None = None,
         what = "Speed" if problem.kind == "speed" else "This problem (it reads a GPU profile)"
         return Outcome(problem.id, 0.0, f"{what} is only graded on a GPU; this grading machine has none."), record
     if replayable(problem):
-        return _grade_by_replay(problem, sources, seed, ceil, lesson, limit_s, record)
+        return _grade_by_replay(problem, sources, seed, ceil, lesson, limit_s, record, defer_timing)
     with tempfile.TemporaryDirectory(prefix="kl-grade-") as tmp:
         jobdir = pathlib.Path(tmp)
         job = {"lesson": lesson, "problem": problem.id, "sources": sources, "seed": 0}
@@ -329,7 +340,8 @@ def decoy_case(case, gen: torch.Generator):
     return dataclasses.replace(case, inputs=[fresh(t) for t in case.inputs])
 
 
-def _grade_by_replay(problem, sources, seed: int, ceil, lesson: str, limit_s, record: dict):
+def _grade_by_replay(problem, sources, seed: int, ceil, lesson: str, limit_s, record: dict,
+                     defer_timing: bool = False):
     """Worker records, judge replays: the worker runs the learner's cells on inputs of its own and records
     each graded call; the judge (another process, no learner Python) replays the records on the secret
     inputs, or times the replay against the baseline; this process judges what came back."""
@@ -375,26 +387,56 @@ def _grade_by_replay(problem, sources, seed: int, ceil, lesson: str, limit_s, re
                                                       "interpreted": interpreted}))
         if cases is not None:
             torch.save(cases, judge / "cases.pt")
-        why, info = _run_child(judge, interpreted, limit_s, module="kernellab.grading.judge", result="judged.pt",
-                               alone=problem.kind == "speed")
-        record.update({f"judge_{k}": v for k, v in info.items()})
-        record["judge_log_tail"] = _tail(judge / "judge.log")
-        if why:
-            return Outcome(problem.id, 0.0, why.replace("The process running your code", "The judge replaying your "
-                                                                                         "kernels")), record
-        judged = torch.load(judge / "judged.pt", weights_only=True)
-    if judged.get("error"):
-        return Outcome(problem.id, 0.0, judged["error"]), record
+        if defer_timing and problem.kind == "speed":
+            files = {str(f.relative_to(judge)): f.read_bytes() for f in judge.rglob("*") if f.is_file()}
+            return PendingTiming(files, judge_seed), record
+        judged = _run_judge(problem, judge, interpreted, limit_s, record)
+    if isinstance(judged, Outcome):
+        return judged, record
     if problem.kind == "speed":
-        from ..timing import judge_speed
-        m = judged["measurement"]
-        m["sketches"] = [tuple(s) for s in m.get("sketches", [])]
-        return judge_speed(problem, judge_seed, m, ceil), record
+        return _judge_timing(problem, judged, judge_seed, ceil), record
     results = []
     for worker_row, replayed in zip(rows, judged.get("results", [])):
         # The worker can only lose points for itself: its errors stand; a clean claim is replaced by the replay.
         results.append(call_result(worker_row if worker_row.get("error") or replayed is None else replayed))
     return judge_correctness(problem, cases, results), record
+
+
+def _run_judge(problem, judge: pathlib.Path, interpreted: bool, limit_s, record: dict):
+    """Run the judge on its folder: what it wrote (plain data), or the Outcome saying why it failed."""
+    why, info = _run_child(judge, interpreted, limit_s, module="kernellab.grading.judge", result="judged.pt",
+                           alone=problem.kind == "speed")
+    record.update({f"judge_{k}": v for k, v in info.items()})
+    record["judge_log_tail"] = _tail(judge / "judge.log")
+    if why:
+        return Outcome(problem.id, 0.0, why.replace("The process running your code", "The judge replaying your kernels"))
+    judged = torch.load(judge / "judged.pt", weights_only=True)
+    return Outcome(problem.id, 0.0, judged["error"]) if judged.get("error") else judged
+
+
+def _judge_timing(problem, judged: dict, judge_seed: int, ceil) -> Outcome:
+    from ..timing import judge_speed
+    m = judged["measurement"]
+    m["sketches"] = [tuple(s) for s in m.get("sketches", [])]
+    return judge_speed(problem, judge_seed, m, ceil)
+
+
+def time_pending(problem, pending: PendingTiming, ceil=None, limit_s: float | None = None,
+                 record: dict | None = None) -> tuple[Outcome, dict]:
+    """Finish a PendingTiming here: write its judge folder, run the judge (it times), judge the times."""
+    record = dict(record or {})
+    with tempfile.TemporaryDirectory(prefix="kl-judge-") as tmp:
+        judge = pathlib.Path(tmp)
+        for rel, data in pending.files.items():
+            target = (judge / rel).resolve()
+            if judge.resolve() not in target.parents:  # only files inside the folder it came from
+                return Outcome(problem.id, 0.0, f"Grading this problem failed: a bad file name {rel!r}"), record
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(data)
+        judged = _run_judge(problem, judge, False, limit_s, record)
+    if isinstance(judged, Outcome):
+        return judged, record
+    return _judge_timing(problem, judged, pending.judge_seed, ceil), record
 
 
 def _now() -> str:
