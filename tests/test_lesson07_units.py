@@ -60,8 +60,8 @@ def test_the_compiled_block_passes_and_refuses_what_it_should(solution, wrong):
     assert _judge(L.COMPILED_BLOCK, solution["block_forward"], n=1).passed
     # lesson 06's autograd.Functions: the eager run fails the stricter backward rule before anything compiles
     assert "LayerNorm gradient is your Triton kernel" in _compiled_refusal(solution["block_forward_06"])
-    # the eager block with SDPA: named in the eager run
-    assert "scaled_dot_product" in _compiled_refusal(
+    # the eager block with SDPA: refused in the eager run (no kernel of the learner's launched at all)
+    assert "fewer than 2 Triton kernels" in _compiled_refusal(
         lambda x, p, h: L.block_eager(x, p, h, attend=L.attention_sdpa))
     no_fake = load_solution(LESSON, ("block_forward",), wrong["no_fake_impl"])["block_forward"]
     msg = _compiled_refusal(no_fake)

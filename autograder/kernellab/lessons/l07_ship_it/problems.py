@@ -37,9 +37,9 @@ from ... import learner
 from ...device import DEVICE
 from ...invoke import Refused
 from ...problems.base import Case, CorrectnessProblem, SpeedProblem
-from ...watch import policy
+from ...watch import current, policy
 from ..l06_profile_first.problems import (_ATTENTION_OPS, _NORM_BACKWARD_OPS, _NORM_FORWARD_OPS, BLOCK_OUTPUTS,
-                                          EPS, GPU_SHAPE, BlockParams, Shape, _packets, attention_sdpa, block_eager,
+                                          EPS, GPU_SHAPE, BlockParams, Shape, _block_cases, _packets, attention_sdpa, block_eager,
                                           block_flops, block_inputs, block_reference, must_launch, unpack, with_grads)
 
 LESSON = "07_ship_it"
@@ -264,8 +264,7 @@ COMPILE_HINTS = (
                      "devices."),
     ("data pointer", "A kernel was launched on a fake tensor: call it inside a torch.library.custom_op whose "
                      "register_fake describes the outputs, so the compiler never runs it while tracing."),
-    ("backward", "An op has no registered backward: `op.register_autograd(backward, setup_context=...)`."),
-    ("autograd", "An op has no registered backward: `op.register_autograd(backward, setup_context=...)`."),
+    ("autograd kernel", "An op has no registered backward: `op.register_autograd(backward, setup_context=...)`."),
 )
 GRAPH_BREAK_HINT = ("Dynamo could not trace it, which with fullgraph=True is an error (a graph break). A Triton "
                     "launch inside an autograd.Function breaks the graph: register the kernels with "
@@ -349,6 +348,9 @@ def compiled_block_through_autograd(fn, *inputs):
                         "register_autograd."):
         with_grads(lambda x_, p, h: run_block_eager(fn, x_, p, h), x, params, dout, n_heads,
                    backward_rule=lambda: policy(STRICT_BACKWARD_DENY, BACKWARD_WHY))
+    st = current()
+    if st is not None and st.torch_ops:  # said now: compiling a block that breaks the rules would only confuse
+        raise Refused(st.misuse("the eager run"))
     with _unwatched():
         return compiled_block_grads(fn, x, params, dout, n_heads)
 
@@ -360,14 +362,9 @@ def _is_block(obj):
 
 
 def _compiled_block_cases(gen, on_gpu):
-    shapes = [Shape(1, 40, 64, 2, 128), Shape(2, 33, 64, 4, 96)]
-    if on_gpu:
-        shapes += [Shape(2, 300, 256, 4, 1024), Shape(1, 1000, 512, 4, 2048)]
-    cases = []
-    for s in shapes:
-        label = f"B={s.B} N={s.N} d={s.d} H={s.H} (head dim {s.d // s.H}) MLP {s.mlp}"
-        cases.append(Case(label, block_inputs(gen, s), tags=("tail",) if s.N % 64 else ()))
-    return cases
+    """Lesson 06's block cases; on the CPU its first two (each is run eagerly and compiled)."""
+    cases = _block_cases(gen, on_gpu)
+    return cases if on_gpu else cases[:2]
 
 
 def _block_reference(case):
