@@ -13,14 +13,15 @@ from .device import DEVICE, fingerprint
 
 
 def run_bench(out_dir: str, quick: bool = False, lessons=None) -> None:
-    if not DEVICE.on_gpu:
+    smoke = quick and lessons == ["07_ship_it"]  # lesson 07's bench has a CPU smoke test (--quick)
+    if not DEVICE.on_gpu and not smoke:
         print("kernellab bench needs a CUDA GPU; this machine has none.")
         return
     out = pathlib.Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     print(fingerprint())
     lessons = lessons or ["01_roofline_vector_add", "02_tiled_matmul", "03_fused_softmax_layernorm",
-                          "04_flash_attention", "06_profile_first"]
+                          "04_flash_attention", "06_profile_first", "07_ship_it"]
     if "01_roofline_vector_add" in lessons:
         from .lessons.l01_roofline_vector_add.bench import _write_lesson01, bench_lesson01
         _write_lesson01(bench_lesson01(quick), out)
@@ -41,3 +42,7 @@ def run_bench(out_dir: str, quick: bool = False, lessons=None) -> None:
         from .lessons.l06_profile_first.bench import bench_lesson06, write_lesson06
         write_lesson06(bench_lesson06(quick), out)
         print((out / "lesson06.md").read_text())
+    if "07_ship_it" in lessons:
+        from .lessons.l07_ship_it.bench import bench_lesson07, write_lesson07
+        write_lesson07(bench_lesson07(quick), out)
+        print((out / "lesson07.md").read_text())

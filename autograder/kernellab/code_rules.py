@@ -15,7 +15,7 @@ ALLOWED_IMPORTS = ("torch", "triton", "math", "numpy", "functools", "itertools",
                    "collections", "warnings", "operator", "enum", "kernellab", "time", "random", "statistics",
                    "contextlib")
 # Parts of torch a graded function has no use for: other threads and processes, compilers, graphs.
-FORBIDDEN_TORCH = {"multiprocessing", "jit", "compile", "distributed", "futures", "hub", "package", "graph",
+FORBIDDEN_TORCH = {"multiprocessing", "jit", "compile", "compiler", "distributed", "futures", "hub", "package", "graph",
                    "graphs", "CUDAGraph", "make_graphed_callables", "cpp_extension", "load_inline"}
 # Builtins that reach data or code by name, or the file system.
 FORBIDDEN_BUILTINS = {"eval", "exec", "compile", "__import__", "globals", "locals", "vars", "getattr",
@@ -56,6 +56,10 @@ class _Scan(ast.NodeVisitor):
         for a in node.names:
             if a.name.startswith("_"):
                 self._say(node, f"imports the private name {a.name} from {mod}")
+        # from torch import compile / from torch.cuda import graphs: the same parts of torch, by another name
+        parts = set(mod.split(".")[1:]) | {a.name for a in node.names}
+        if mod.split(".")[0] == "torch" and FORBIDDEN_TORCH & parts:
+            self._say(node, f"uses torch.{'/'.join(sorted(FORBIDDEN_TORCH & parts))}")
         self.generic_visit(node)
 
     def visit_Name(self, node):

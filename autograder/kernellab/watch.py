@@ -87,6 +87,12 @@ class _Watcher(TorchDispatchMode):
             if rec is not None and not self.state.launching and pkt in _MUTATE:
                 rec.torch_call(_MUTATE[pkt], args, kwargs, None)
             return func(*args, **kwargs)
+        body = custom_op_body(func, args)
+        if body is not None:
+            # A torch.library.custom_op defined in Python: its body is the learner's code, and the mode would not
+            # see inside it (a dispatch mode is off while it handles an op). Run the body itself, watched.
+            with self:
+                return body(*args, **kwargs)
         if pkt in _ALLOC_EMPTY or pkt in _ALLOC_ZERO:
             out = func(*args, **kwargs)  # a real tensor of the right metadata; we replace its storage
             if not isinstance(out, torch.Tensor) or out.numel() == 0:
@@ -114,6 +120,20 @@ class _Watcher(TorchDispatchMode):
                 self.state.ops_why = self.state.deny_why
             self.state.torch_ops.append(str(pkt).replace("aten.", "torch."))
         return func(*args, **kwargs)
+
+
+def custom_op_body(func, args=()):
+    """The Python body of a ``torch.library.custom_op`` (or ``triton_op``) that ``func`` (an OpOverload) calls,
+    for the device of its first tensor argument; None for PyTorch's own ops and ops made otherwise."""
+    name = getattr(getattr(func, "_schema", None), "name", "")
+    if not name or name.split("::")[0] in ("aten", "prim", "prims", "_c10d_functional", "higher_order"):
+        return None
+    from torch._library.custom_ops import OPDEFS
+    opdef = OPDEFS.get(name)
+    if opdef is None:
+        return None
+    device = next((a.device.type for a in args if isinstance(a, torch.Tensor)), "cpu")
+    return getattr(opdef, "_backend_fns", {}).get(device) or opdef._init_fn
 
 
 def _quiet_wrapper(state: WatchState, original, count: bool):
@@ -197,4 +217,4 @@ def watched():
             setattr(cls, attr, original)
 
 
-__all__ = ["WatchState", "current", "launch_targets", "policy", "watched"]
+__all__ = ["WatchState", "current", "custom_op_body", "launch_targets", "policy", "watched"]

@@ -120,6 +120,24 @@ def known_wrong(lesson: str, source_nb) -> dict:
             "sdpa_in_block": edit("block_code", "FlashAttention.apply(q, k, v, True)",
                                   "F.scaled_dot_product_attention(q, k, v, is_causal=True)"),
         }
+    if lesson == "07_ship_it":
+        return {
+            # stage 2 adds up only the first program's partial sums: dweight and dbias wrong, the compiled block too
+            "partials_of_one_program": edit("ln_backward_code", "mask = (parts[:, None] < n_parts) & col_ok[None, :]",
+                                            "mask = (parts[:, None] < 1) & col_ok[None, :]"),
+            # no fake implementation for the LayerNorm op: torch.compile cannot trace the block
+            "no_fake_impl": edit("custom_ops_code", "@add_layernorm_op.register_fake\ndef _(x, residual, weight, bias, "
+                                 "eps):\n    return x.new_empty(x.shape)\n", ""),
+            # the library's attention inside the op, behind a token launch of the learner's kernel
+            "sdpa_in_op": edit("custom_ops_code", "    return flash_attention(q, k, v, causal)\n",
+                               "    o, lse = flash_attention(q, k, v, causal)\n"
+                               "    return F.scaled_dot_product_attention(q, k, v, is_causal=causal), lse\n"),
+            # torch.compile of the eager block with SDPA inside the graded function
+            "compile_in_block": {"block_code": "FAST = torch.compile(lambda x, p, h: L.block_eager(\n"
+                                               "    x, p, h, attend=L.attention_sdpa))\n\n\n"
+                                               "def block_forward(x, params, n_heads):\n"
+                                               "    return FAST(x, params, n_heads)\n"},
+        }
     return {}
 
 

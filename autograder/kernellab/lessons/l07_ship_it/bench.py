@@ -1,0 +1,201 @@
+"""Lesson 07 on the GPU: the fused LayerNorm backward against PyTorch's eager backward, lesson 06's formula,
+torch.compile's backward and Liger-Kernel's (where installed) at widths 768-8192; graph breaks of lesson 06's
+block (autograd.Functions) and of lesson 07's (custom ops); launch cost; and the block's training step, yours
+compiled against eager + SDPA, torch.compile of it, and eager + SDPA replayed from a CUDA graph. Called by
+``kernellab bench``; ``--quick`` on a machine without a GPU is a smoke test of this code (interpreter, tiny
+shapes, host-clock times that mean nothing) and writes its report all the same, marked as such."""
+from __future__ import annotations
+
+import json
+import pathlib
+import statistics
+import time
+
+import torch
+
+from ...device import DEVICE
+
+LESSON = "07_ship_it"
+WIDTHS = (768, 1024, 2048, 4096, 8192)
+TARGETS = {"ln_backward_vs_eager": 2.0, "ln_backward_vs_compile": 1.0, "step_vs_sdpa": 1.1, "step_vs_compile": 1.0}
+EAGER, COMPILE, YOURS = "eager (autograd of F.layer_norm)", "torch.compile's backward", "yours (Triton, fused)"
+
+
+def _times(fns: dict, rounds: int) -> dict:
+    """name -> median ms: the course's interleaved GPU timer, or on the CPU the host clock (smoke test only)."""
+    if DEVICE.on_gpu:
+        from ...timing import interleaved
+        t = interleaved(fns, rounds)
+        return {n: t[n] for n in fns}
+    out = {}
+    for n, f in fns.items():
+        f()
+        runs = []
+        for _ in range(max(1, rounds)):
+            t0 = time.perf_counter()
+            f()
+            runs.append((time.perf_counter() - t0) * 1e3)
+        out[n] = statistics.median(runs)
+    return out
+
+
+def bench_ln_backward(fn, quick: bool) -> dict:
+    from ...compare import rel_error
+    from . import problems as L
+    dev = DEVICE.torch_device
+    widths = WIDTHS if DEVICE.on_gpu else (64, 96)
+    rows = (L.SPEED_ROWS // 2) if DEVICE.on_gpu else 32
+    res = {}
+    for d in widths:
+        inputs = L._ln_speed_inputs(torch.Generator(dev).manual_seed(d), dev, rows=rows, cols=d)
+        got = fn(*inputs)
+        ref = L.ln_grads(*inputs, dtype=torch.float32)
+        errors = {n: rel_error(g, r) for n, g, r in zip(("dx", "dweight", "dbias"), got, ref)}
+        t = _times(L.ln_backward_contenders(fn, inputs), 1 if quick else 5)
+        res[d] = {"rows": rows, "ms": t, "errors": errors,
+                  "bytes": 4 * rows * d * 2}
+    return res
+
+
+def bench_graphs(fn06, fn07) -> dict:
+    from . import problems as L
+    s = L.Shape(1, 40, 64, 2, 128)
+    dev = DEVICE.torch_device
+    x, params, dout, H = L.unpack(L.block_inputs(torch.Generator(dev).manual_seed(5), s, device=dev))
+    before = L.graph_breaks(fn06, x, params, H)
+    after = L.graph_breaks(fn07, x, params, H)
+    try:
+        L.compiled_block_grads(fn07, x, params, dout, H)
+        fullgraph = {"ok": True, "error": None}
+    except Exception as exc:  # noqa: BLE001 - reported as measured
+        fullgraph = {"ok": False, "error": str(exc)[:500]}
+    return {"lesson06_autograd_function": before, "lesson07_custom_ops": after, "fullgraph": fullgraph}
+
+
+def bench_launch(fn) -> dict:
+    from . import problems as L
+    if not DEVICE.on_gpu:
+        return {}
+    dev = DEVICE.torch_device
+
+    def make(n):
+        return L._ln_speed_inputs(torch.Generator(dev).manual_seed(n), dev, rows=max(1, n // 1024), cols=1024)
+    return {str(n): r for n, r in L.launch_cost(fn, make).items()}
+
+
+def bench_steps(fn07, quick: bool) -> dict:
+    from . import problems as L
+    s = L.GPU_SHAPE if DEVICE.on_gpu else L.Shape(1, 40, 64, 2, 128)
+    dev = DEVICE.torch_device
+    dtype = torch.float16
+    x, params, dout, H = L.unpack(L.block_inputs(torch.Generator(dev).manual_seed(3), s, dtype, dev))
+    fns = L.step_contenders(fn07)
+    if not DEVICE.on_gpu:  # the interpreter: Inductor would compile C++ for minutes; the capture backend stands in
+        fns.pop("torch.compile(eager + SDPA)")
+    calls = {n: (lambda f=f: f(x, params, dout, H)) for n, f in fns.items()}
+    if DEVICE.on_gpu:
+        replay = L.cuda_graph_of(lambda: L.with_grads(L._sdpa_forward, x, params, dout, H))
+        if replay is not None:
+            calls["eager + SDPA in a CUDA graph"] = replay
+    t0 = time.perf_counter()
+    for f in calls.values():  # compiles (Inductor) here, outside the timed rounds
+        f()
+    compile_s = time.perf_counter() - t0
+    times = _times(calls, 1 if quick else 5)
+    return {"shape": s._asdict(), "ms": times, "compile_and_first_calls_s": compile_s,
+            "tflops": {n: L.block_flops(s, backward=True) / ms / 1e9 for n, ms in times.items()}}
+
+
+def targets(res: dict) -> dict:
+    ln = res["ln_backward"]
+    steps = res["steps"]["ms"]
+    yours = steps.get("yours, compiled")
+    met = {
+        "ln_backward_vs_eager": all(r["ms"][EAGER] / r["ms"][YOURS] >= TARGETS["ln_backward_vs_eager"]
+                                    for r in ln.values()),
+        "ln_backward_vs_compile": all(r["ms"][COMPILE] / r["ms"][YOURS] >= TARGETS["ln_backward_vs_compile"]
+                                      for r in ln.values()),
+        "graph_breaks_zero": bool(res["graphs"]["fullgraph"]["ok"]),
+        "step_vs_sdpa": yours is not None and steps["eager + SDPA"] / yours >= TARGETS["step_vs_sdpa"],
+        "step_vs_compile": (yours is not None and "torch.compile(eager + SDPA)" in steps
+                            and steps["torch.compile(eager + SDPA)"] / yours >= TARGETS["step_vs_compile"]),
+    }
+    return met
+
+
+def bench_lesson07(quick: bool = False) -> dict:
+    from ...notebook_cells import load_solution
+    fn = load_solution(LESSON, ("add_layernorm_backward",))["add_layernorm_backward"]
+    fn07 = load_solution(LESSON, ("block_forward",))["block_forward"]
+    fn06 = load_solution("06_profile_first", ("block_forward",))["block_forward"]
+    res = {"device": DEVICE.name, "on_gpu": DEVICE.on_gpu, "quick": quick}
+    res["ln_backward"] = bench_ln_backward(fn, quick)
+    res["graphs"] = bench_graphs(fn06, fn07)
+    res["launch"] = bench_launch(fn)
+    res["steps"] = bench_steps(fn07, quick)
+    res["targets_met"] = targets(res)
+    return res
+
+
+def write_lesson07(res: dict, out: pathlib.Path) -> None:
+    from ...report import TIMING, _header, md_table
+    lines = ["# Lesson 07 benchmark: the fused LayerNorm backward, custom ops under torch.compile, the training step",
+             ""]
+    if not res["on_gpu"]:
+        lines += ["**Smoke test on a machine without a GPU** (Triton's interpreter, tiny shapes, host-clock times): "
+                  "these numbers say only that the benchmark runs. The report of record comes from a GPU.", ""]
+    lines += _header() + ["", TIMING, ""]
+    lines += ["## Targets", ""]
+    lines += md_table(["target", "threshold", "met"], [
+        [k, f">= {TARGETS[k]:g}x" if k in TARGETS else "compiles with fullgraph=True", "yes" if v else "**no**"]
+        for k, v in res["targets_met"].items()])
+    lines += ["", "## LayerNorm backward (add + LayerNorm, fp16, dx + dweight + dbias)", ""]
+    names = list(next(iter(res["ln_backward"].values()))["ms"])
+    rows = []
+    for d, r in res["ln_backward"].items():
+        base = r["ms"][EAGER]
+        rows.append([d, r["rows"]] + [f"{r['ms'][n]:.3f} ({base / r['ms'][n]:.2f}x)" for n in names]
+                    + [f"{r['bytes'] / r['ms'][YOURS] / 1e6:.0f}", f"{max(r['errors'].values()):.1e}"])
+    lines += md_table(["d", "rows"] + [f"{n} ms (x eager)" for n in names] + ["yours GB/s (4 passes)", "yours rel. err"],
+                      rows)
+    g = res["graphs"]
+    lines += ["", "## Graph breaks (a small block, dynamo without fullgraph)", ""]
+    lines += md_table(["block", "graphs", "graph breaks", "first reasons"], [
+        [k, v["graphs"], v["breaks"], "; ".join(v["reasons"][:2]) or (v["error"] or "")[:120]]
+        for k, v in g.items() if k != "fullgraph"])
+    lines += ["", f"Lesson 07's block under `torch.compile(fullgraph=True)`, graphs inspected: "
+              f"{'compiles, zero graph breaks' if g['fullgraph']['ok'] else 'FAILED: ' + str(g['fullgraph']['error'])}",
+              ""]
+    if res["launch"]:
+        lines += ["## Launch cost: the LayerNorm backward at d = 1024", "",
+                  "The course's timer hides the host's launch cost (a GPU-side wait before each timed call); "
+                  "`do_bench` and the host clock do not.", ""]
+        lines += md_table(["elements", "kernel (course timer) us", "do_bench median us", "host per call us"], [
+            [n, f"{r['kernel_ms'] * 1e3:.1f}", f"{r['do_bench_ms'] * 1e3:.1f}", f"{r['host_ms'] * 1e3:.1f}"]
+            for n, r in res["launch"].items()])
+        lines += [""]
+    st = res["steps"]
+    s = st["shape"]
+    lines += [f"## Training step: B={s['B']} N={s['N']} d={s['d']} H={s['H']} MLP {s['mlp']}, forward + gradients "
+              f"of x and 12 weights (compile and first calls: {st['compile_and_first_calls_s']:.0f} s)", ""]
+    base = st["ms"]["eager + SDPA"]
+    lines += md_table(["version", "ms", "x eager + SDPA", "TFLOP/s"], [
+        [n, f"{ms:.3f}", f"{base / ms:.2f}", f"{st['tflops'][n]:.1f}"] for n, ms in st["ms"].items()])
+    (out / "lesson07.md").write_text("\n".join(lines) + "\n")
+    (out / "lesson07.json").write_text(json.dumps(res, indent=1, default=str))
+
+
+def main(argv=None) -> None:
+    import argparse
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", default="assets/bench")
+    ap.add_argument("--quick", action="store_true")
+    a = ap.parse_args(argv)
+    out = pathlib.Path(a.out)
+    out.mkdir(parents=True, exist_ok=True)
+    write_lesson07(bench_lesson07(a.quick), out)
+    print((out / "lesson07.md").read_text())
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,712 @@
+"""Lesson 07: ship it. The kernels of lessons 03-05 inside a real PyTorch program: a fused residual-add +
+LayerNorm backward in Triton (dx one row at a time, dweight and dbias by a two-stage reduction), the kernels
+registered as ``torch.library`` custom ops so that ``torch.compile(fullgraph=True)`` traces lesson 06's block
+without a graph break, launch cost made visible, and the block's training step under ``torch.compile`` timed
+against eager + SDPA and against ``torch.compile`` of eager + SDPA.
+
+How this lesson's graded cells may use ``torch.library`` (the code rules, ``code_rules.py``, apply as in every
+lesson: no ``torch.compile``, no CUDA graphs, no private APIs in a graded cell):
+
+- **Allowed**: ``torch.library.custom_op`` with ``register_fake``, ``register_autograd`` and ``register_kernel``
+  (and ``triton_op``/``wrap_triton`` on a GPU; on the CPU Inductor cannot trace into an interpreted kernel, so
+  the notebook uses ``custom_op``). The learner's ops are how their kernels reach the compiler.
+- **The grader compiles**: ``compiled_block_correct`` runs the learner's ``block_forward`` eagerly under the op
+  watch first (the watch runs the body of every Python custom op itself, so a body that computes with PyTorch
+  behind a token launch is named), then under ``torch.compile(fullgraph=True)`` with a backend that keeps the
+  forward and backward ATen graphs. A graph break is a compile error (fullgraph); the graphs must hold the
+  learner's ops and none of PyTorch's attention, softmax, batched matmul or LayerNorm (forward or backward)
+  ops; outputs and every gradient are compared with the float64 eager block. The speed problems compile the
+  same way with Inductor on the GPU and inspect every graph Inductor compiles, so a program that recompiles
+  into PyTorch's attention or LayerNorm on a later call fails to compile instead of being timed.
+- **Refused**: ``torch.compile``/CUDA graphs in a graded cell (the code rules, before anything runs); PyTorch's
+  attention or LayerNorm in the block, eager or compiled; a ``register_kernel`` or library registration for a
+  PyTorch (``aten``) op (it would change the baseline only in the worker; the baseline is timed elsewhere).
+- **Residual risk** (docs/GRADE_OF_RECORD.md): the compiled block is graded in the worker (worker only, like
+  lesson 06's), and a custom op's body runs unwatched inside the compiled graph; a body that behaves
+  differently there than in the watched eager run is caught only by the outputs being checked.
+"""
+from __future__ import annotations
+
+import contextlib
+import warnings
+
+import torch
+import torch.nn.functional as F
+
+from ... import learner
+from ...device import DEVICE
+from ...invoke import Refused
+from ...problems.base import Case, CorrectnessProblem, SpeedProblem
+from ...watch import current, policy
+from ..l06_profile_first.problems import (_ATTENTION_OPS, _NORM_BACKWARD_OPS, _NORM_FORWARD_OPS, BLOCK_OUTPUTS,
+                                          EPS, GPU_SHAPE, BlockParams, Shape, _block_cases, _packets, attention_sdpa, block_eager,
+                                          block_flops, block_inputs, block_reference, must_launch, unpack, with_grads)
+
+LESSON = "07_ship_it"
+
+
+# ------------------------------------------------------------------ exercise 1: the fused LayerNorm backward
+def ln_backward_case(gen, rows, cols, dtype="fp16", offset=0.0, eps=1e-5, row_stride=None, scale=1.0) -> Case:
+    """x, residual, weight and dy for ``add_layernorm_backward``. ``offset``: rows whose mean is far from 0;
+    ``row_stride``: x and dy are views with that row stride; ``scale``: rows of tiny spread (eps matters)."""
+    from ..l03_fused_softmax_layernorm.problems import ln_case
+    c = ln_case(gen, rows, cols, dtype, offset=offset, eps=eps, row_stride=row_stride)
+    x, r, w, _b, eps = c.inputs
+    if scale != 1.0:
+        x, r = (x.float() * scale).to(x.dtype), (r.float() * scale).to(r.dtype)
+    width = row_stride or cols
+    dy = torch.randn(rows, width, generator=gen).to(x.dtype)[:, :cols]
+    tags = c.tags + (("several_programs",) if rows > 1 else ()) + (("low_variance",) if scale != 1.0 else ())
+    label = c.label + (f", values x{scale:g}" if scale != 1.0 else "")
+    return Case(label, [x, r, w, dy, eps], tags=tags)
+
+
+def _ln_backward_cases(gen, on_gpu):
+    cases = [ln_backward_case(gen, 1, 5), ln_backward_case(gen, 3, 7, "fp32"), ln_backward_case(gen, 37, 96),
+             ln_backward_case(gen, 130, 200), ln_backward_case(gen, 70, 1000, "fp32", eps=1e-3),
+             ln_backward_case(gen, 12, 512, offset=2000.0), ln_backward_case(gen, 9, 640, row_stride=700),
+             ln_backward_case(gen, 66, 33, scale=1e-3)]
+    if on_gpu:
+        cases += [ln_backward_case(gen, 1000, 4096), ln_backward_case(gen, 2049, 768),
+                  ln_backward_case(gen, 300, 8192), ln_backward_case(gen, 513, 5120, "fp32")]
+    rows = int(torch.randint(65, 400 if on_gpu else 150, (1,), generator=gen))
+    cols = int(torch.randint(17, 3000 if on_gpu else 700, (1,), generator=gen))
+    return cases + [ln_backward_case(gen, rows, cols)]
+
+
+def ln_grads(x, r, w, dy, eps, dtype=torch.float64):
+    """(dx, dweight, dbias) of y = LayerNorm(x + r) * w + b by autograd in ``dtype`` (dresidual equals dx)."""
+    xx, rr, ww = (t.detach().to(dtype).requires_grad_() for t in (x, r, w))
+    with torch.enable_grad():
+        y = F.layer_norm(xx + rr, (xx.shape[-1],), ww, None, eps)
+        dx, _dr, dw = torch.autograd.grad(y, (xx, rr, ww), dy.to(dtype))
+    return dx, dw, dy.to(dtype).sum(0)
+
+
+def _ln_backward_reference(case):
+    return ln_grads(*case.inputs)
+
+
+def _ln_backward_without_mean_terms(case):
+    """A known mistake: dx = rstd * w * dy, as if the mean and the variance did not depend on x."""
+    x, r, w, dy, eps = case.inputs
+    _, dw, db = ln_grads(*case.inputs)
+    h = x.double() + r.double()
+    rstd = 1 / torch.sqrt(h.var(-1, unbiased=False, keepdim=True) + eps)
+    return rstd * w.double() * dy.double(), dw, db
+
+
+LN_BACKWARD_HINTS = {
+    "several_programs": ("Right on a single row and wrong with several: the second stage must add up the partial sums of "
+                      "every program. Reduce the (programs, d) buffer over axis 0, the programs, for each column; "
+                      "summing over axis 1 adds up columns, a reduction over the wrong axis."),
+    "offset": ("Right on ordinary rows and wrong on rows whose mean is far from zero: recompute the statistics from "
+               "h - mean in float32, as in lesson 03."),
+    "low_variance": "Wrong only on rows of tiny spread: rstd = 1 / sqrt(var + eps), with eps inside the root.",
+    "row_stride": "Wrong only for strided inputs: address the rows of x, residual and dy with their own strides.",
+    "tail": ("Wrong only where d is not a power of two: mask the columns >= d, and keep the padding out of the "
+             "row sums (tl.where(mask, ..., 0.0))."),
+}
+
+LN_BACKWARD = CorrectnessProblem(
+    "ln_backward_correct", 4, ("add_layernorm_backward",), "add_layernorm_backward: dx, dweight and dbias",
+    signature="add_layernorm_backward(x, residual, weight, dy, eps)", make_cases=_ln_backward_cases,
+    reference=_ln_backward_reference, outputs=("dx", "dweight", "dbias"),
+    out_dtype=lambda c: (c.inputs[0].dtype, c.inputs[2].dtype, c.inputs[2].dtype),
+    out_shape=lambda c: (tuple(c.inputs[0].shape), tuple(c.inputs[2].shape), tuple(c.inputs[2].shape)),
+    hints=LN_BACKWARD_HINTS, tolerance_repeat=1e-6,
+    mistakes=((_ln_backward_without_mean_terms, (
+        "dx is rstd * w * dy: the gradient through the mean and the variance is missing (subtract the row mean of "
+        "w*dy and x_hat times the row mean of w*dy*x_hat)."),),))
+
+SPEED_ROWS, SPEED_COLS = 16384, 4096  # 537 MB of fp16 traffic at least: ~0.2 ms on an H100, ~2 ms on a T4
+
+
+def _ln_speed_inputs(gen, device, rows=SPEED_ROWS, cols=SPEED_COLS):
+    def randn(*shape):
+        return torch.randn(*shape, generator=gen, device=gen.device).to(device=device, dtype=torch.float16)
+    w = (torch.rand(cols, generator=gen, device=gen.device) + 0.5).to(device=device, dtype=torch.float16)
+    return [randn(rows, cols) + 3.0, randn(rows, cols), w, randn(rows, cols), EPS]
+
+
+def eager_ln_backward_of(inputs):
+    """PyTorch's own add + LayerNorm forward on these inputs, once; the returned callable times its backward
+    alone: autograd's LayerNorm backward (dx, dweight, dbias), as a training step pays it in eager mode."""
+    x, r, w, dy, eps = inputs
+    xx, rr, ww = (t.detach().clone().requires_grad_() for t in (x, r, w))
+    bb = torch.zeros_like(w, requires_grad=True)
+    y = F.layer_norm(xx + rr, (x.shape[-1],), ww, bb, eps)
+
+    def backward(*_):
+        dx, _dr, dw, db = torch.autograd.grad(y, (xx, rr, ww, bb), dy, retain_graph=True)
+        return dx, dw, db
+    return backward
+
+
+def _ln_speed_reference(inputs):
+    return torch.cat([g.reshape(-1) for g in ln_grads(*inputs, dtype=torch.float32)])
+
+
+def _ln_bytes(inputs):
+    x = inputs[0]
+    return 4 * x.numel() * x.element_size()  # x, residual and dy read, dx written
+
+
+LN_BACKWARD_SPEED = SpeedProblem(
+    "ln_backward_speed", 2, ("add_layernorm_backward",), "add_layernorm_backward: speed vs PyTorch's eager backward",
+    signature=LN_BACKWARD.signature, make_inputs=_ln_speed_inputs, baseline=None, baseline_setup=eager_ln_backward_of,
+    baseline_name="PyTorch's eager LayerNorm backward", reference_full=_ln_speed_reference,
+    sketch_of=lambda out: torch.cat([g.reshape(-1) for g in out]), bytes_moved=_ln_bytes,
+    bands=((1.2, 1.0), (1.0, 0.6), (0.8, 0.3)), out_dtype=lambda inputs: torch.float16, precheck=LN_BACKWARD)
+
+
+# ------------------------------------------------------------------ exercise 2: custom ops under torch.compile
+aten = torch.ops.aten
+# In the compiled block's ATen graphs (AOTAutograd's, before or after Inductor's decompositions): what must be the
+# learner's. exp is not here: Inductor's decomposition of GELU's backward uses it.
+COMPILED_DENY = (_NORM_BACKWARD_OPS | _packets("native_layer_norm", "layer_norm", "var", "var_mean", "std", "std_mean",
+                                               "rsqrt", "_softmax", "softmax", "_softmax_backward_data", "_safe_softmax",
+                                               "bmm", "baddbmm", "logsumexp")
+                 | frozenset(p for p in _ATTENTION_OPS if "attention" in str(p)))
+# Eager, watched: the forward as lesson 06's; the backward may not compute the LayerNorm's gradient in PyTorch.
+STRICT_BACKWARD_DENY = _ATTENTION_OPS | _NORM_BACKWARD_OPS | _NORM_FORWARD_OPS | _packets("mean")
+FORWARD_DENY = _ATTENTION_OPS | _NORM_FORWARD_OPS
+FORWARD_WHY = ("The matmuls, GELU and element-wise ops may stay in PyTorch, but attention and both add + LayerNorms "
+               "must run in your Triton kernels, called through your custom ops.")
+BACKWARD_WHY = ("In this lesson the backward's LayerNorm gradient is your Triton kernel too (exercise 1), called "
+                "through a custom op: PyTorch may compute the matmuls' gradients, not attention's or the LayerNorm's.")
+_NOT_LEARNER = ("aten", "prim", "prims", "higher_order", "_c10d_functional", "c10d_functional", "profiler")
+
+
+def _op_namespace(target) -> str | None:
+    name = getattr(getattr(target, "_schema", None), "name", None)
+    if name:
+        return name.split("::")[0]
+    return None
+
+
+def learner_nodes(gm) -> list[str]:
+    """Nodes of an ATen graph that run the learner's code: calls of custom ops, or user Triton kernels
+    (``triton_op`` traced by Inductor)."""
+    out = []
+    for n in gm.graph.nodes:
+        if n.op != "call_function":
+            continue
+        ns = _op_namespace(n.target)
+        if ns is not None and ns not in _NOT_LEARNER:
+            out.append(str(n.target))
+        elif "triton_kernel_wrapper" in str(n.target):
+            out.append("triton kernel")
+    return out
+
+
+def denied_nodes(gm) -> list[str]:
+    bad = []
+    for n in gm.graph.nodes:
+        pkt = getattr(n.target, "overloadpacket", None)
+        if n.op == "call_function" and pkt is not None and pkt in COMPILED_DENY:
+            bad.append(str(pkt).replace("aten.", "aten::"))
+    return bad
+
+
+def inspect_graphs(graphs: dict) -> None:
+    """Refused unless the forward and backward graphs run the learner's ops and none of PyTorch's attention or
+    LayerNorm. ``graphs``: kind -> list of GraphModules."""
+    for kind in ("forward", "backward"):
+        gms = graphs.get(kind) or []
+        if not gms:
+            raise Refused(f"torch.compile produced no {kind} graph: does the block's output depend on its inputs "
+                          "through your ops?")
+        bad = sorted({b for gm in gms for b in denied_nodes(gm)})
+        if bad:
+            raise Refused(f"the compiled {kind} graph computes with PyTorch's {', '.join(bad[:4])}. "
+                          + (FORWARD_WHY if kind == "forward" else BACKWARD_WHY))
+        if not any(learner_nodes(gm) for gm in gms):
+            raise Refused(f"the compiled {kind} graph calls none of your custom ops: register your kernels with "
+                          "torch.library.custom_op (and their backward with register_autograd) and call them in "
+                          "block_forward.")
+
+
+def _capture_backend(graphs: dict):
+    """A torch.compile backend that keeps AOTAutograd's forward and backward graphs and runs them as they are
+    (no code generation: quick on a CPU, and what a correctness check needs)."""
+    from functorch.compile import make_boxed_func
+    from torch._dynamo.backends.common import aot_autograd
+
+    def keep(kind):
+        def compiler(gm, example_inputs):
+            graphs.setdefault(kind, []).append(gm)
+            return make_boxed_func(gm.forward)
+        return compiler
+    return aot_autograd(fw_compiler=keep("forward"), bw_compiler=keep("backward"))
+
+
+def _inspecting_inductor():
+    """Inductor, refusing to compile any graph that computes attention or LayerNorm with PyTorch (every graph,
+    recompilations included, passes through here before it can run)."""
+    from torch._inductor.compile_fx import compile_fx, compile_fx_inner
+
+    def inner(gm, example_inputs, **kwargs):
+        bad = denied_nodes(gm)
+        if bad:
+            raise Refused(f"the compiled graph computes with PyTorch's {', '.join(sorted(set(bad))[:4])}. "
+                          + FORWARD_WHY)
+        return compile_fx_inner(gm, example_inputs, **kwargs)
+
+    def backend(gm, example_inputs):
+        return compile_fx(gm, example_inputs, inner_compile=inner)
+    return backend
+
+
+COMPILE_HINTS = (
+    ("no fake impl", "An op has no fake implementation: torch.compile traces with fake tensors (shapes only) and "
+                     "needs `@op.register_fake` returning empty tensors of the outputs' shapes, dtypes and "
+                     "devices."),
+    ("data pointer", "A kernel was launched on a fake tensor: call it inside a torch.library.custom_op whose "
+                     "register_fake describes the outputs, so the compiler never runs it while tracing."),
+    ("autograd kernel", "An op has no registered backward: `op.register_autograd(backward, setup_context=...)`."),
+)
+GRAPH_BREAK_HINT = ("Dynamo could not trace it, which with fullgraph=True is an error (a graph break). A Triton "
+                    "launch inside an autograd.Function breaks the graph: register the kernels with "
+                    "torch.library.custom_op instead, and call the ops from block_forward.")
+
+
+def compile_failure(exc: BaseException) -> str:
+    """One paragraph for a torch.compile error: the cause dynamo gives, and what usually fixes it."""
+    if isinstance(exc, Refused):
+        return str(exc)
+    text = str(exc)
+    first = next((ln.strip() for ln in text.splitlines() if ln.strip()), type(exc).__name__)
+    explanation = next((ln.strip() for ln in text.splitlines() if ln.strip().startswith("Explanation:")), "")
+    said = f"torch.compile(block_forward, fullgraph=True) failed: {first[:200]}"
+    if explanation and explanation not in said:
+        said += f" ({explanation[:300]})"
+    low = text.lower()
+    for key, hint in COMPILE_HINTS:
+        if key in low:
+            return f"{said}. {hint}"
+    name = type(exc).__name__
+    if name in ("Unsupported", "UserError") or "graph break" in low or "skipped" in low:
+        return f"{said}. {GRAPH_BREAK_HINT}"
+    return said + "."
+
+
+@contextlib.contextmanager
+def _quiet_compile():
+    """Compiler warnings go nowhere (a graded cell that writes to stderr scores 0 in nbgrader); the dynamo
+    cache is fresh, so every check compiles the learner's current code."""
+    import logging
+    torch._dynamo.reset()
+    loggers = [logging.getLogger(n) for n in ("torch._dynamo", "torch._inductor", "torch.fx", "torch._functorch")]
+    levels = [lg.level for lg in loggers]
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            for lg in loggers:
+                lg.setLevel(logging.CRITICAL)
+            yield
+    finally:
+        for lg, lv in zip(loggers, levels):
+            lg.setLevel(lv)
+
+
+def _unwatched():
+    """The op watch is a TorchDispatchMode, and torch.compile refuses to run under one: compiled code runs with it
+    off (Triton launches are still counted: the watch counts them at the launcher)."""
+    from torch.utils._python_dispatch import _disable_current_modes
+    return _disable_current_modes()
+
+
+def compiled_block_grads(fn, x, params, dout, n_heads):
+    """``fn`` under torch.compile(fullgraph=True), with its ATen graphs kept and inspected; then autograd's
+    gradients of x and every weight through the compiled block: (out, dx, *dparams)."""
+    graphs: dict = {}
+    with _quiet_compile():
+        compiled = torch.compile(fn, fullgraph=True, dynamic=False, backend=_capture_backend(graphs))
+        try:
+            got = with_grads(lambda x_, p, h: compiled(x_, p, h), x, params, dout, n_heads)
+        except Exception as exc:  # noqa: BLE001 - a compile error is the learner's, said in one paragraph
+            raise Refused(compile_failure(exc)) from None
+    inspect_graphs(graphs)
+    return got
+
+
+def run_block_eager(fn, x, params, n_heads):
+    with must_launch(2, "the forward launched fewer than 2 Triton kernels: attention and both add + LayerNorms must "
+                        "run your kernels, through your custom ops."), policy(FORWARD_DENY, FORWARD_WHY):
+        out = fn(x, params, n_heads)
+    if not isinstance(out, torch.Tensor):
+        raise Refused(f"block_forward returned a {type(out).__name__}; it must return the block's output tensor.")
+    return out
+
+
+def compiled_block_through_autograd(fn, *inputs):
+    """The check of the compiled block: first eagerly under the op watch (every custom op's body included), then
+    compiled by the grader with fullgraph=True; the compiled block's output and gradients are returned."""
+    x, params, dout, n_heads = unpack(inputs)
+    with must_launch(3, "the backward launched no Triton kernel: register your backward kernels with "
+                        "register_autograd."):
+        with_grads(lambda x_, p, h: run_block_eager(fn, x_, p, h), x, params, dout, n_heads,
+                   backward_rule=lambda: policy(STRICT_BACKWARD_DENY, BACKWARD_WHY))
+    st = current()
+    if st is not None and st.torch_ops:  # said now: compiling a block that breaks the rules would only confuse
+        raise Refused(st.misuse("the eager run"))
+    with _unwatched():
+        return compiled_block_grads(fn, x, params, dout, n_heads)
+
+
+def _is_block(obj):
+    if callable(obj):
+        return None
+    return "There is no function `block_forward`: define it in the exercise cell and run it."
+
+
+def _compiled_block_cases(gen, on_gpu):
+    """Lesson 06's block cases; on the CPU its first two (each is run eagerly and compiled)."""
+    cases = _block_cases(gen, on_gpu)
+    return cases if on_gpu else cases[:2]
+
+
+def _block_reference(case):
+    return block_reference(*unpack(case.inputs))
+
+
+COMPILED_BLOCK = CorrectnessProblem(
+    "compiled_block_correct", 5, ("block_forward",),
+    "the block with your custom ops under torch.compile(fullgraph=True): output and gradients",
+    signature="block_forward(x, params, n_heads)", make_cases=_compiled_block_cases, reference=_block_reference,
+    out_dtype=lambda c: (torch.float16,) * len(BLOCK_OUTPUTS),
+    out_shape=lambda c: (tuple(c.inputs[0].shape),) * 2 + tuple(tuple(t.shape) for t in c.inputs[1:13]),
+    outputs=BLOCK_OUTPUTS, call=compiled_block_through_autograd, validate=_is_block, own_outputs=False,
+    hints={"tail": ("Wrong only where N is not a multiple of the block. If the eager block was right, an op "
+                    "whose kernel writes into one of its inputs needs mutates_args naming it: the compiler assumes "
+                    "undeclared inputs stay as they are.")})
+
+
+# ------------------------------------------------------------------ the capstone: the training step, compiled
+_COMPILED: dict = {}
+
+
+def compiled_step(fn):
+    """``fn`` (a block forward) under torch.compile(fullgraph=True): Inductor on a GPU, every graph inspected
+    before it may run; the capture backend on the CPU. Compiled once per function object."""
+    key = id(fn)
+    if key not in _COMPILED or _COMPILED[key][0] is not fn:
+        backend = _inspecting_inductor() if DEVICE.on_gpu else _capture_backend({})
+        with _quiet_compile():
+            _COMPILED[key] = (fn, torch.compile(fn, fullgraph=True, dynamic=False, backend=backend))
+    return _COMPILED[key][1]
+
+
+def step_through_compile(fn, *inputs):
+    """A training step of the learner's block under torch.compile: forward, then the gradients of x and every
+    weight. The timed call of the capstone."""
+    x, params, dout, n_heads = unpack(inputs)
+    with _unwatched(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            return with_grads(compiled_step(fn), x, params, dout, n_heads)
+        except Refused:
+            raise
+        except Exception as exc:  # noqa: BLE001
+            raise Refused(compile_failure(exc)) from None
+
+
+def _sdpa_forward(x, p, h):
+    return block_eager(x, p, h, attend=attention_sdpa)
+
+
+def _eager_sdpa_step(*inputs):
+    return with_grads(_sdpa_forward, *unpack(inputs))
+
+
+_BASELINE_COMPILED: dict = {}
+
+
+def compiled_sdpa_step_of(inputs):
+    """torch.compile (Inductor) of the eager + SDPA block, compiled once per process; the callable times its
+    training step."""
+    if "fn" not in _BASELINE_COMPILED:
+        with _quiet_compile():
+            _BASELINE_COMPILED["fn"] = torch.compile(_sdpa_forward, dynamic=False)
+    compiled = _BASELINE_COMPILED["fn"]
+
+    def step(*ins):
+        return with_grads(compiled, *unpack(ins))
+    return step
+
+
+def _speed_inputs(gen, device):
+    return block_inputs(gen, GPU_SHAPE, torch.float16, device)
+
+
+def _reference_dx(inputs):
+    return block_reference(*unpack(inputs), dtype=torch.float32)[1]
+
+
+def _block_bytes(inputs):
+    return 3 * (2 * sum(t.numel() for t in inputs[:13]) + 2 * inputs[0].numel())
+
+
+STEP_SPEED_SDPA = SpeedProblem(
+    "step_speed_sdpa", 2, ("block_forward",), "the compiled training step: yours vs eager + SDPA",
+    signature=COMPILED_BLOCK.signature, make_inputs=_speed_inputs, baseline=_eager_sdpa_step,
+    baseline_name="the eager block with SDPA", reference_full=_reference_dx, sketch_of=lambda step: step[1],
+    bytes_moved=_block_bytes, flops=lambda inputs: block_flops(GPU_SHAPE, backward=True),
+    bands=((1.1, 1.0), (1.0, 0.6), (0.9, 0.3)), out_dtype=lambda inputs: torch.float16, precheck=COMPILED_BLOCK,
+    call=step_through_compile)
+
+STEP_SPEED_COMPILE = SpeedProblem(
+    "step_speed_compile", 2, ("block_forward",), "the compiled training step: yours vs torch.compile of eager + SDPA",
+    signature=COMPILED_BLOCK.signature, make_inputs=_speed_inputs, baseline=None, baseline_setup=compiled_sdpa_step_of,
+    baseline_name="torch.compile of the eager block with SDPA", reference_full=_reference_dx,
+    sketch_of=lambda step: step[1], bytes_moved=_block_bytes, flops=lambda inputs: block_flops(GPU_SHAPE, backward=True),
+    bands=((1.0, 1.0), (0.9, 0.6), (0.8, 0.3)), out_dtype=lambda inputs: torch.float16, precheck=COMPILED_BLOCK,
+    call=step_through_compile)
+
+PROBLEMS = [LN_BACKWARD, LN_BACKWARD_SPEED, COMPILED_BLOCK, STEP_SPEED_SDPA, STEP_SPEED_COMPILE]
+MEASUREMENT_CELLS = ("ln_backward_compare", "graph_breaks_before", "graph_breaks_after", "launch_cost", "compare_steps")
+
+check_ln_backward = learner.checker(LN_BACKWARD)
+check_ln_backward_speed = learner.checker(LN_BACKWARD_SPEED)
+check_compiled_block = learner.checker(COMPILED_BLOCK)
+check_step_speed_sdpa = learner.checker(STEP_SPEED_SDPA)
+check_step_speed_compile = learner.checker(STEP_SPEED_COMPILE)
+
+
+# ------------------------------------------------------------------ measurements the notebook shows (ungraded)
+def formula_ln_backward(x, r, w, dy, eps):
+    """Lesson 06's LayerNorm backward, the formula in PyTorch: some thirty small kernels on a GPU."""
+    h = x.float() + r.float()
+    mu = h.mean(dim=1, keepdim=True)
+    rstd = torch.rsqrt(((h - mu) ** 2).mean(dim=1, keepdim=True) + eps)
+    hat = (h - mu) * rstd
+    g = dy.float()
+    gw = g * w.float()
+    dh = rstd * (gw - gw.mean(dim=1, keepdim=True) - hat * (gw * hat).mean(dim=1, keepdim=True))
+    return dh.to(x.dtype), (g * hat).sum(0).to(w.dtype), g.sum(0).to(w.dtype)
+
+
+def liger_layernorm():
+    """Liger-Kernel's LayerNorm function where it is installed (a GPU), else None."""
+    if not DEVICE.on_gpu:
+        return None
+    try:
+        from liger_kernel.ops.layer_norm import LigerLayerNormFunction
+    except Exception:  # noqa: BLE001 - not installed, or built for another torch
+        return None
+    return LigerLayerNormFunction
+
+
+def ln_backward_contenders(add_layernorm_backward=None, inputs=None) -> dict:
+    """name -> callable() timing one LayerNorm backward on ``inputs`` (the speed problem's by default)."""
+    x, r, w, dy, eps = inputs
+    fns = {"eager (autograd of F.layer_norm)": eager_ln_backward_of(inputs),
+           "lesson 06 formula in PyTorch": lambda: formula_ln_backward(x, r, w, dy, eps)}
+    xx, rr, ww = (t.detach().clone().requires_grad_() for t in (x, r, w))
+    bb = torch.zeros_like(w, requires_grad=True)
+    with _quiet_compile():
+        # Inductor on a GPU; on the CPU (the bench's smoke test) the capture backend, not minutes of C++
+        compiled = torch.compile(lambda a, b, c, d: F.layer_norm(a + b, (a.shape[-1],), c, d, eps), dynamic=False,
+                                 backend="inductor" if DEVICE.on_gpu else "aot_eager")
+        yc = compiled(xx, rr, ww, bb)
+    fns["torch.compile's backward"] = lambda: torch.autograd.grad(yc, (xx, rr, ww, bb), dy, retain_graph=True)
+    liger = liger_layernorm()
+    if liger is not None:
+        try:
+            hl = (x + r).detach().requires_grad_()
+            wl, bl = ww.detach().clone().requires_grad_(), bb.detach().clone().requires_grad_()
+            yl = liger.apply(hl, wl, bl, eps)
+            fns["Liger-Kernel LayerNorm backward"] = lambda: torch.autograd.grad(yl, (hl, wl, bl), dy,
+                                                                                 retain_graph=True)
+        except Exception:  # noqa: BLE001 - a Liger built for another version: skip it
+            pass
+    if add_layernorm_backward is not None:
+        fns["yours (Triton, fused)"] = lambda: add_layernorm_backward(x, r, w, dy, eps)
+    return fns
+
+
+def time_ln_backward(add_layernorm_backward=None, widths=(768, 1024, 2048, 4096, 8192), rows=SPEED_ROWS // 2,
+                     rounds: int = 3) -> dict:
+    """width -> name -> median ms, contenders interleaved (GPU only)."""
+    from ...timing import interleaved
+    res = {}
+    for d in widths:
+        gen = torch.Generator(DEVICE.torch_device).manual_seed(d)
+        inputs = _ln_speed_inputs(gen, DEVICE.torch_device, rows=rows, cols=d)
+        fns = ln_backward_contenders(add_layernorm_backward, inputs)
+        t = interleaved(fns, rounds)
+        res[d] = {n: t[n] for n in fns}
+    return res
+
+
+def compare_ln_backward(add_layernorm_backward, rounds: int = 3):
+    """Yours beside eager, lesson 06's formula, torch.compile's backward and Liger-Kernel's (where installed)."""
+    if not DEVICE.on_gpu:
+        print("No GPU: the comparison needs one. assets/bench/lesson07.md has an H100's numbers.")
+        return {}
+    res = time_ln_backward(add_layernorm_backward, rounds=rounds)
+    for d, row in res.items():
+        base = row["eager (autograd of F.layer_norm)"]
+        print(f"d={d}: " + ", ".join(f"{n} {ms:.3f} ms ({base / ms:.2f}x)" for n, ms in row.items()))
+    return res
+
+
+def graph_breaks(fn, *args) -> dict:
+    """Compile ``fn`` without fullgraph and count what dynamo made of it: graphs, graph breaks and their
+    reasons (the first few). A Triton launch inside an autograd.Function is a graph break."""
+    from torch._dynamo.utils import counters
+    graphs = []
+
+    def count(gm, example_inputs):
+        graphs.append(gm)
+        return gm.forward
+    with _quiet_compile():
+        counters.clear()
+        error = None
+        try:
+            torch.compile(fn, backend=count, dynamic=False)(*args)
+        except Exception as exc:  # noqa: BLE001
+            error = compile_failure(exc)
+        reasons = list(counters.get("graph_break", {}))
+    return {"graphs": len(graphs), "breaks": sum(counters.get("graph_break", {}).values()),
+            "reasons": [r.splitlines()[0][:160] for r in reasons[:5]], "error": error}
+
+
+def show_graph_breaks(fn, what: str = "block_forward"):
+    """Lesson 06's block (autograd.Functions) and yours (custom ops) through dynamo, on a small block."""
+    s = Shape(1, 40, 64, 2, 128)
+    x, params, _dout, H = unpack(block_inputs(torch.Generator().manual_seed(7), s, device=DEVICE.torch_device))
+    r = graph_breaks(fn, x, params, H)
+    print(f"{what}: {r['graphs']} graph(s), {r['breaks']} graph break(s)")
+    for reason in r["reasons"]:
+        print(f"  - {reason}")
+    if r["error"]:
+        print(f"  error: {r['error'][:300]}")
+    return r
+
+
+def launch_cost(fn, make_args, sizes=(2 ** 10, 2 ** 14, 2 ** 18, 2 ** 22)) -> dict:
+    """For a kernel wrapper ``fn(*make_args(n))`` at each size n: the kernel time the course's timer reports
+    (the host's launch cost hidden behind a GPU-side wait), ``triton.testing.do_bench``'s median (each call
+    issued as PyTorch code issues it, launch included when the kernel is shorter than the launch), and the
+    host's own time per call (back-to-back calls, one synchronise). GPU only."""
+    import time
+
+    import triton
+
+    from ...timing import bench
+    res = {}
+    for n in sizes:
+        args = make_args(n)
+        kernel_ms = bench(lambda: fn(*args))
+        do_bench_ms = triton.testing.do_bench(lambda: fn(*args), warmup=25, rep=100, return_mode="median")
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        for _ in range(200):
+            fn(*args)
+        torch.cuda.synchronize()
+        res[n] = {"kernel_ms": kernel_ms, "do_bench_ms": do_bench_ms,
+                  "host_ms": (time.perf_counter() - t0) * 1e3 / 200}
+    return res
+
+
+def show_launch_cost(add_layernorm_backward):
+    """The LayerNorm backward at a few sizes: where the launch, not the kernel, sets the time."""
+    if not DEVICE.on_gpu:
+        print("No GPU: launch cost is a GPU matter (the interpreter runs kernels in Python). On an H100 "
+              "(assets/bench/lesson07.md) a Triton launch costs tens of microseconds of host time, longer than "
+              "the kernel itself below about a million elements.")
+        return {}
+    dev = DEVICE.torch_device
+
+    def make(n):
+        return _ln_speed_inputs(torch.Generator(dev).manual_seed(n), dev, rows=max(1, n // 1024), cols=1024)
+    res = launch_cost(add_layernorm_backward, make)
+    for n, r in res.items():
+        print(f"{n:>9} elements: kernel {r['kernel_ms'] * 1e3:7.1f} us (course timer), do_bench "
+              f"{r['do_bench_ms'] * 1e3:7.1f} us, host {r['host_ms'] * 1e3:7.1f} us per call")
+    return res
+
+
+def step_contenders(block_forward=None) -> dict:
+    """name -> training-step callable(x, params, dout, n_heads) of each way to run the block (GPU)."""
+    sdpa = {"fn": None}
+
+    def compiled_sdpa(*a):
+        if sdpa["fn"] is None:
+            sdpa["fn"] = compiled_sdpa_step_of(None)
+        return sdpa["fn"](*a)
+    fns = {"eager + SDPA": lambda x, p, dout, h: with_grads(_sdpa_forward, x, p, dout, h),
+           "torch.compile(eager + SDPA)": lambda x, p, dout, h: compiled_sdpa(x, *p, dout, h)}
+    if block_forward is not None:
+        fns["yours, eager"] = lambda x, p, dout, h: with_grads(block_forward, x, p, dout, h)
+        fns["yours, compiled"] = lambda x, p, dout, h: step_through_compile(block_forward, x, *p, dout, h)
+    return fns
+
+
+def time_steps(fns: dict, s: Shape = GPU_SHAPE, rounds: int = 3, graphs: bool = True) -> dict:
+    """Median ms of a training step for each contender, interleaved; with ``graphs`` also the eager + SDPA step
+    captured once in a CUDA graph and replayed (what removing the launch cost buys a host-bound step)."""
+    from ...timing import interleaved
+    dev = DEVICE.torch_device
+    x, params, dout, H = unpack(block_inputs(torch.Generator(dev).manual_seed(3), s, torch.float16, dev))
+    calls = {n: (lambda f=f: f(x, params, dout, H)) for n, f in fns.items()}
+    if graphs:
+        replay = cuda_graph_of(lambda: with_grads(_sdpa_forward, x, params, dout, H))
+        if replay is not None:
+            calls["eager + SDPA in a CUDA graph"] = replay
+    t = interleaved(calls, rounds)
+    return {n: t[n] for n in calls} | {f"{n}_all": t[f"{n}_all"] for n in calls}
+
+
+def cuda_graph_of(step):
+    """``step`` captured once in a CUDA graph; the returned callable replays it (same inputs, same outputs'
+    memory), or None where capture fails."""
+    try:
+        stream = torch.cuda.Stream()
+        stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(stream):
+            for _ in range(3):
+                step()
+        torch.cuda.current_stream().wait_stream(stream)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            step()
+        return graph.replay
+    except Exception:  # noqa: BLE001 - a step that cannot be captured is shown without
+        return None
+
+
+def compare_steps(block_forward, rounds: int = 3):
+    """The capstone's comparison: eager + SDPA, torch.compile of it, yours eager and compiled, and eager + SDPA
+    replayed from a CUDA graph."""
+    if not DEVICE.on_gpu:
+        print("No GPU: the comparison needs one. assets/bench/lesson07.md has an H100's numbers.")
+        return {}
+    res = time_steps(step_contenders(block_forward), rounds=rounds)
+    base = res["eager + SDPA"]
+    for n, ms in res.items():
+        if not n.endswith("_all"):
+            print(f"{n:>30}: {ms:.3f} ms per training step ({base / ms:.2f}x eager + SDPA)")
+    return res
+
+
+def two_stage(rows: int = 24, programs: int = 4, cols: int = 8):
+    """The two-stage reduction of dweight, as a picture (see widgets.py)."""
+    from .widgets import two_stage_reduction
+    return two_stage_reduction(rows=rows, programs=programs, cols=cols)
+
+
+def going_further() -> None:
+    from ...device import explain_extensions
+    rows = [
+        ("torch.library.triton_op + wrap_triton: Inductor sees your kernel and can fuse around it",
+         DEVICE.on_gpu, "needs a GPU: Inductor cannot trace an interpreted kernel"),
+        ("torch.compile(mode='reduce-overhead'): CUDA graphs around the compiled step", DEVICE.on_gpu, "needs a GPU"),
+        ("a fused cross-entropy (the logits never written in full), as Liger-Kernel does", True, ""),
+        ("RMSNorm forward and backward: the same two-stage reduction with one statistic", True, ""),
+        ("bf16 end to end", DEVICE.supports_bf16(), "needs sm_80+; the interpreter has no bf16"),
+    ]
+    explain_extensions(rows)
+

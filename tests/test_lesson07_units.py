@@ -1,0 +1,117 @@
+"""Lesson 07 on the CPU: the fused LayerNorm backward and the hint for a second stage that sums one program's
+partials; the compiled block's check (graph breaks, fake implementations, PyTorch's attention inside a custom op,
+the eager block with SDPA); the ATen-graph inspection; the code rules on torch.compile and CUDA graphs under any
+name, with torch.library allowed; and the benchmark's CPU smoke test."""
+import json
+
+import pytest
+import torch
+from torch.fx.experimental.proxy_tensor import make_fx
+
+from kernellab.code_rules import broken_rules
+from kernellab.grading import submissions as S
+from kernellab.invoke import Refused
+from kernellab.lessons import lesson07 as L
+from kernellab.notebook_cells import load_solution, read_notebook
+from kernellab.paths import repo_root
+from kernellab.problems.base import judge_correctness, run_correctness, seeded_generator
+
+LESSON = "07_ship_it"
+NAMES = ("add_layernorm_backward", "block_forward", "block_forward_06")
+
+
+@pytest.fixture(scope="module")
+def wrong():
+    return S.known_wrong(LESSON, read_notebook(repo_root() / "solutions" / LESSON / f"{LESSON}.ipynb"))
+
+
+@pytest.fixture(scope="module")
+def solution():
+    return load_solution(LESSON, NAMES)
+
+
+def _judge(problem, fn, n=None):
+    cases = problem.make_cases(seeded_generator(3), False)
+    cases = cases[:n] if n else cases
+    return judge_correctness(problem, cases, run_correctness(fn, problem, cases, "cpu"))
+
+
+def test_the_solution_backward_is_right_and_one_programs_partials_are_told(solution, wrong):
+    assert _judge(L.LN_BACKWARD, solution["add_layernorm_backward"]).passed
+    bad = load_solution(LESSON, ("add_layernorm_backward",), wrong["partials_of_one_program"])
+    out = _judge(L.LN_BACKWARD, bad["add_layernorm_backward"], n=4)
+    assert out.fraction == 0 and "partial sums of every program" in out.message and "axis 0" in out.message
+
+
+def test_the_backward_without_mean_terms_is_named(solution):
+    case = L.LN_BACKWARD.make_cases(seeded_generator(4), False)[2]
+    dx, dw, db = L._ln_backward_without_mean_terms(case)
+    ref = L.ln_grads(*case.inputs)
+    assert (dx - ref[0]).norm() / ref[0].norm() > 0.1  # a mistake far over the threshold, not near it
+
+
+def _compiled_refusal(fn):
+    out = _judge(L.COMPILED_BLOCK, fn, n=1)
+    assert out.fraction == 0
+    return out.message
+
+
+def test_the_compiled_block_passes_and_refuses_what_it_should(solution, wrong):
+    assert _judge(L.COMPILED_BLOCK, solution["block_forward"], n=1).passed
+    # lesson 06's autograd.Functions: the eager run fails the stricter backward rule before anything compiles
+    assert "LayerNorm gradient is your Triton kernel" in _compiled_refusal(solution["block_forward_06"])
+    # the eager block with SDPA: refused in the eager run (no kernel of the learner's launched at all)
+    assert "fewer than 2 Triton kernels" in _compiled_refusal(
+        lambda x, p, h: L.block_eager(x, p, h, attend=L.attention_sdpa))
+    no_fake = load_solution(LESSON, ("block_forward",), wrong["no_fake_impl"])["block_forward"]
+    msg = _compiled_refusal(no_fake)
+    assert "fullgraph=True) failed" in msg and "register_fake" in msg
+
+
+def test_a_graph_break_is_a_refusal_with_the_custom_op_hint():
+    def breaks(x):
+        print("host code in the middle")  # noqa: T201 - a graph break on purpose
+        return x + 1
+    with pytest.raises(Refused) as exc:
+        with L._quiet_compile():
+            try:
+                torch.compile(breaks, fullgraph=True, backend="eager")(torch.ones(2))
+            except Exception as e:  # noqa: BLE001
+                raise Refused(L.compile_failure(e)) from None
+    assert "custom_op" in str(exc.value)
+
+
+def test_graph_inspection_names_pytorch_attention_and_layernorm_and_wants_the_learners_ops():
+    gm = make_fx(lambda x, w: torch.nn.functional.layer_norm(torch.softmax(x, -1), (4,), w))(torch.randn(3, 4),
+                                                                                             torch.randn(4))
+    assert {"aten::_softmax", "aten::native_layer_norm"} <= set(L.denied_nodes(gm))
+    with pytest.raises(Refused, match="computes with PyTorch's aten::_softmax"):
+        L.inspect_graphs({"forward": [gm], "backward": [gm]})
+    plain = make_fx(lambda x: x * 2 + 1)(torch.randn(3))
+    with pytest.raises(Refused, match="calls none of your custom ops"):
+        L.inspect_graphs({"forward": [plain], "backward": [plain]})
+
+
+def test_code_rules_refuse_compile_and_cuda_graphs_by_any_name_and_allow_torch_library():
+    refused = ["f = torch.compile(g)", "from torch import compile as c", "from torch.cuda import graphs",
+               "g = torch.cuda.CUDAGraph()", "with torch.cuda.graph(g):\n    pass", "torch.compiler.disable(f)"]
+    for src in refused:
+        assert broken_rules(["import torch\n" + src]), src
+    ops = read_notebook(repo_root() / "solutions" / LESSON / f"{LESSON}.ipynb")
+    sources = [c.source for c in ops.cells if (c.get("metadata", {}).get("nbgrader") or {}).get("solution")]
+    assert len(sources) == 3 and not broken_rules(sources)
+    assert not broken_rules(["import torch\nfrom torch.library import triton_op, wrap_triton, register_fake"])
+
+
+def test_the_benchmark_smoke_test_writes_every_target(tmp_path):
+    from kernellab.lessons.l07_ship_it import bench
+    res = bench.bench_lesson07(quick=True)
+    bench.write_lesson07(res, tmp_path)
+    data = json.loads((tmp_path / "lesson07.json").read_text())
+    assert set(data["targets_met"]) == {"ln_backward_vs_eager", "ln_backward_vs_compile", "graph_breaks_zero",
+                                        "step_vs_sdpa", "step_vs_compile"}
+    assert data["targets_met"]["graph_breaks_zero"] is True  # measured here too: it compiles with fullgraph=True
+    assert data["graphs"]["lesson06_autograd_function"]["breaks"] > 0
+    assert data["graphs"]["lesson07_custom_ops"]["breaks"] == 0
+    assert max(max(r["errors"].values()) for r in data["ln_backward"].values()) < 1e-2
+    assert "Smoke test on a machine without a GPU" in (tmp_path / "lesson07.md").read_text()
