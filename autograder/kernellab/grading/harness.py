@@ -69,6 +69,9 @@ def _child_env(interpreted: bool = False) -> dict:
     env["PYTHONPATH"] = pkg_root + os.pathsep + env.get("PYTHONPATH", "")
     env["PYTHONUNBUFFERED"] = "1"
     env["PYTHONWARNINGS"] = "ignore"
+    # Inductor (the compiled step of lesson 07, compiled by the grader) compiles in this process, on no pool of
+    # threads: the worker refuses threads once learner code is loaded.
+    env["TORCHINDUCTOR_COMPILE_THREADS"] = "1"
     return env
 
 

@@ -276,7 +276,10 @@ def compile_failure(exc: BaseException) -> str:
     if isinstance(exc, Refused):
         return str(exc)
     text = str(exc)
-    first = next((ln.strip() for ln in text.splitlines() if ln.strip()), type(exc).__name__)
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    first = lines[0] if lines else type(exc).__name__
+    if first.endswith("raised:") and len(lines) > 1:  # a backend's failure: its cause is on the next line
+        first = f"{first} {lines[1]}"
     explanation = next((ln.strip() for ln in text.splitlines() if ln.strip().startswith("Explanation:")), "")
     said = f"torch.compile(block_forward, fullgraph=True) failed: {first[:200]}"
     if explanation and explanation not in said:
