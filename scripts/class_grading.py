@@ -90,7 +90,9 @@ def run(modes: list[str], lessons: list[str], per_lesson: int, serial_per_lesson
             d.mkdir(parents=True, exist_ok=True)
             S.write(nb, d / f"{lesson}.ipynb")
     secret = course_secret(course)
-    out = {"lessons": lessons, "per_lesson": per_lesson, "modes": {}, "scores": {}, "ratios": {}}
+    from kernellab.report import _header
+    out = {"lessons": lessons, "per_lesson": per_lesson, "modes": {}, "scores": {}, "ratios": {},
+           "header": _header()}
     for mode in modes:
         logs = work / f"logs-{mode}"
         scores, students, problems = {}, 0, 0
@@ -144,12 +146,16 @@ def run(modes: list[str], lessons: list[str], per_lesson: int, serial_per_lesson
 def merge(parts: list[dict]) -> dict:
     """Parts split by lesson and mode, as one result: walls, counts and GPU busy summed (busy weighted by wall)."""
     out = {"lessons": sorted({ls for p in parts for ls in p["lessons"]}), "modes": {}, "scores": {}, "ratios": {},
-           "per_lesson": parts[0]["per_lesson"]}
+           "per_lesson": parts[0]["per_lesson"], "header": next((p["header"] for p in parts if p.get("header")), None),
+           "by_lesson": {}}
     for p in parts:
         for mode, m in p["modes"].items():
             acc = out["modes"].setdefault(mode, {"wall_s": 0.0, "students": 0, "problems": 0, "gpus": m["gpus"],
                                                  "_busy": 0.0, "_busy_s": 0.0, "jobs": m["jobs"]})
             acc["wall_s"] += m["wall_s"]
+            if len(p["lessons"]) == 1:  # one lesson in this part: its own row
+                out["by_lesson"].setdefault(p["lessons"][0], {})[mode] = {
+                    "submissions": m["students"], "per_student_s": m["per_student_s"], "gpu_util_mean": m["gpu_util_mean"]}
             acc["students"] += m["students"]
             acc["problems"] += m["problems"]
             for k in ("timing_tasks", "tasks_beside_timing"):
@@ -184,11 +190,11 @@ def compare(res: dict) -> dict:
     return {"scores_identical": not differ, "score_differences": differ[:40], "max_speed_ratio_diff": round(worst, 4)}
 
 
-def write(res: dict, out: pathlib.Path) -> str:
+def write(res: dict, out: pathlib.Path, notes: list[str] = ()) -> str:
     from kernellab.report import _header, md_table
     res.update(compare(res))
     serial = res["modes"].get("serial", {}).get("per_student_s")
-    lines = ["# Grading a class: serial, the local queue, Ray", ""] + _header() + ["",
+    lines = ["# Grading a class: serial, the local queue, Ray", ""] + (res.get("header") or _header()) + ["",
              f"A synthetic class over {', '.join(res['lessons'])}: {res['per_lesson']} submissions per lesson "
              "(copies of the solution, honest variants, known-wrong submissions, cheats from the corpus, the blank "
              "release), every problem of each graded (`scripts/class_grading.py`).", ""]
@@ -202,6 +208,14 @@ def write(res: dict, out: pathlib.Path) -> str:
     lines += ["", f"- Scores identical across modes (every problem graded in two modes): **{res['scores_identical']}**",
               f"- Largest relative difference of a speed ratio between modes: **{res['max_speed_ratio_diff']:.1%}**"]
     lines += [f"  - {d}" for d in res["score_differences"][:20]]
+    if res.get("by_lesson"):
+        lines += ["", "Per lesson (parts graded one lesson at a time):", ""]
+        lines += md_table(["lesson", "mode", "submissions", "s per submission", "GPU busy %"], [
+            [lesson, mode, v["submissions"], v["per_student_s"], v["gpu_util_mean"]]
+            for lesson, modes in sorted(res["by_lesson"].items()) for mode, v in modes.items()])
+    if notes:
+        lines += ["", "Notes:", ""] + [f"- {n}" for n in notes]
+    res["notes"] = list(notes)
     if serial and "queue" in res["modes"]:
         per_hour = 3600 / max(1e-9, res["modes"]["queue"]["per_student_s"])
         lines += [f"- Submissions per hour on this GPU with the queue: **{per_hour:.0f}** (serial: {3600 / serial:.0f})"]
@@ -224,10 +238,16 @@ def main() -> int:
     ap.add_argument("--part", default=None, help="write part_<NAME>.json (to --out) instead of the report")
     ap.add_argument("--merge", nargs="*", default=None, help="part files to merge into the report")
     ap.add_argument("--out", default=os.environ.get("OUT", "assets/gpu"))
+    ap.add_argument("--header-file", default=None, help="merge: the report's header lines (parts made before "
+                                                          "parts carried their machine's header)")
+    ap.add_argument("--note", action="append", default=[], help="merge: a note line for the report")
     a = ap.parse_args()
     out = pathlib.Path(a.out)
     if a.merge:
-        print(write(merge([json.loads(pathlib.Path(p).read_text()) for p in a.merge]), out))
+        res = merge([json.loads(pathlib.Path(p).read_text()) for p in a.merge])
+        if a.header_file and not res.get("header"):
+            res["header"] = pathlib.Path(a.header_file).read_text().splitlines()
+        print(write(res, out, a.note))
         return 0
     def save(res):
         out.mkdir(parents=True, exist_ok=True)

@@ -310,3 +310,31 @@ def test_stop_while_waiting_for_a_gpu_raises():
         stop.set()
         t.join(timeout=5)
     assert out == ["stopped"]
+
+
+def test_a_job_out_of_memory_beside_others_is_graded_again_with_its_gpu_alone(tmp_path, monkeypatch):
+    """A problem that ran out of GPU memory while other jobs shared its GPU is graded once more, every process of
+    it holding the GPU alone; the second grading is the one kept."""
+    sub = tmp_path / "submitted"
+    rel = S.read(__import__("kernellab.paths", fromlist=["repo_root"]).repo_root() / "notebooks" / L / f"{L}.ipynb")
+    for s in ("a", "b", "c"):
+        (sub / s / L).mkdir(parents=True)
+        S.write(rel, sub / s / L / f"{L}.ipynb")
+    calls, lock = [], threading.Lock()
+
+    def fake(p, nb, lesson, student, *a, **k):
+        slots = harness._SLOTS
+        with slots.hold(False):  # what a worker process does
+            with lock:
+                alone = slots._alone[slots.gpu()]
+                calls.append((student, p.id, alone))
+        oom = student == "b" and p.id == "add_correct" and not alone
+        msg = "`add` raised OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB" if oom else "ok"
+        return (0.0 if oom else 1.0, 1.0, msg), False
+    monkeypatch.setattr(harness, "grade_stored", fake)
+    out = classqueue.grade_class(tmp_path, L, jobs=3, progress=False)
+    assert out["oom_regraded"] == ["b/add_correct"]
+    assert out["results"]["b"]["add_correct"] == (1.0, 1.0, "ok")
+    assert [c for c in calls if c[:2] == ("b", "add_correct")] == [("b", "add_correct", False), ("b", "add_correct", True)]
+    assert classqueue.out_of_memory("RuntimeError: CUDA error: out of memory") and not classqueue.out_of_memory("ok")
+    assert "graded again with the GPU alone" in classqueue.describe(out)

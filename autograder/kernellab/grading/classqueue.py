@@ -51,6 +51,12 @@ def default_jobs(gpus: int | None = None) -> int:
     return max(1, min(cores - 2, per_gpu * gpus))
 
 
+def out_of_memory(message: str) -> bool:
+    """A grading that ran out of GPU memory (a CUDA allocation failed, in the learner's code or the grader's)."""
+    m = str(message).lower()
+    return "out of memory" in m or "outofmemoryerror" in m
+
+
 def _submissions(course: pathlib.Path, lesson: str) -> dict:
     root = pathlib.Path(course) / "submitted"
     return {p.parent.parent.name: p for p in sorted(root.glob(f"*/{lesson}/{lesson}.ipynb"))}
@@ -83,7 +89,7 @@ def grade_class(course, lesson: str, jobs: int | None = None, force: bool = Fals
     t0 = time.monotonic()
     summary = {"lesson": lesson, "mode": "ray" if ray else "queue", "students": 0, "jobs": 0, "graded": 0,
                "reused": 0, "failed": 0, "failures": [], "unreadable": [], "interrupted": False, "results": {},
-               "gpus": 0, "gpu_util_mean": None, "timed_runs": 0}
+               "gpus": 0, "gpu_util_mean": None, "timed_runs": 0, "oom_regraded": []}
     untimed, timed = collections.deque(), collections.deque()
     for student, path in _submissions(course, lesson).items():
         summary["students"] += 1
@@ -125,8 +131,15 @@ def grade_class(course, lesson: str, jobs: int | None = None, force: bool = Fals
             return harness.grade_stored(p, nb, lesson, student, secret, ceil, facts, env_info, logs_dir, store,
                                         force, nb_hash=nb_hash, grade=cluster.grade)
         with slots.place():
-            return harness.grade_stored(p, nb, lesson, student, secret, ceil, facts, env_info, logs_dir, store,
-                                        force, nb_hash=nb_hash)
+            result = harness.grade_stored(p, nb, lesson, student, secret, ceil, facts, env_info, logs_dir, store,
+                                          force, nb_hash=nb_hash)
+            (_, _, message), reused = result
+            if reused or not out_of_memory(message):
+                return result
+            with slots.whole_gpu(harness._STOP):  # out of memory beside others: once more, alone
+                summary["oom_regraded"].append(f"{student}/{p.id}")
+                return harness.grade_stored(p, nb, lesson, student, secret, ceil, facts, env_info, logs_dir,
+                                            store, True, nb_hash=nb_hash)
 
     bar = None
     if progress:
@@ -199,6 +212,9 @@ def describe(summary: dict) -> str:
              + (f", GPU busy {util:.0f}% on average over {summary['gpus']} GPU(s)" if util is not None else "") + ")"]
     if summary["interrupted"]:
         lines.append("INTERRUPTED: what was graded is stored; run the same command again to resume.")
+    if summary.get("oom_regraded"):
+        lines.append(f"  graded again with the GPU alone after running out of memory beside others: "
+                     f"{', '.join(summary['oom_regraded'][:10])}")
     lines += [f"  failed: {f}" for f in summary["failures"][:20]]
     if len(summary["failures"]) > 20:
         lines.append(f"  ... and {len(summary['failures']) - 20} more failures (grading_logs/ has each one's record)")

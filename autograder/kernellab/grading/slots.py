@@ -8,6 +8,9 @@ it alone. A timed process that is waiting lets no new untimed one start on its G
 it starts once the untimed processes already running there have ended. GPUs do not wait for each other: a
 timed run on GPU 0 leaves GPU 1's untimed work going (the timer reads the GPU, which they do not touch).
 
+A job whose process ran out of GPU memory beside others (another submission's huge buffers can cause it) is
+graded once more with its GPU alone (``whole_gpu``), so memory taken by others never costs it points.
+
 Grading one notebook (nbgrader, ``kernellab grade``) uses no slots: one process at a time is alone anyway.
 """
 from __future__ import annotations
@@ -61,6 +64,9 @@ class GpuSlots:
         """Hold the calling job's GPU for one process: shared (untimed) or ``alone`` (timed). ``stop`` set while
         waiting raises KeyboardInterrupt (a class queue's Ctrl-C)."""
         g = self.gpu()
+        if getattr(self._local, "whole", False):  # the job already has its GPU alone (whole_gpu)
+            yield g
+            return
         with self._cv:
             if alone:
                 self._waiting[g] += 1
@@ -84,6 +90,17 @@ class GpuSlots:
                 else:
                     self._shared[g] -= 1
                 self._cv.notify_all()
+
+    @contextlib.contextmanager
+    def whole_gpu(self, stop: threading.Event | None = None):
+        """Every process of the calling thread's job runs with its GPU alone, for the block (a job graded again
+        after running out of GPU memory beside others)."""
+        with self.hold(True, stop):
+            self._local.whole = True
+            try:
+                yield self.gpu()
+            finally:
+                self._local.whole = False
 
     def _wait(self, stop) -> None:
         self._cv.wait(timeout=0.2)
