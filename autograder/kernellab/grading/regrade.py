@@ -29,9 +29,11 @@ def regrade(lesson: str, problems=None, times: int = 20, notebook=None, progress
             after_each=None, jobs: int = 1) -> dict:
     """problem id -> {"scores": [...], "values": [...]} for the solution (or ``notebook``) of ``lesson``.
 
-    ``jobs`` > 1 grades the untimed problems that many at a time (each grading is its own child process);
-    speed problems are always graded one at a time, after the others, so nothing else runs while they time.
+    ``jobs`` > 1 grades that many at a time (each grading is its own child processes) under the class queue's
+    GPU slots (grading/slots.py): a speed problem's worker runs beside other work, and its judge times with the
+    GPU alone, so nothing else runs while it times. With ``jobs`` = 1 everything runs one after another.
     """
+    import contextlib
     from concurrent.futures import ThreadPoolExecutor
 
     from ..ceilings import measure_ceilings
@@ -39,7 +41,9 @@ def regrade(lesson: str, problems=None, times: int = 20, notebook=None, progress
     from ..lessons import problems_of
     from ..notebook_cells import read_notebook
     from ..paths import repo_root
+    from . import harness
     from .harness import clamp_points, grade_problem
+    from .slots import GpuSlots
     nb = read_notebook(notebook or repo_root() / "solutions" / lesson / f"{lesson}.ipynb")
     wanted = problems_of(lesson)
     ids = select(lesson, problems)
@@ -52,9 +56,12 @@ def regrade(lesson: str, problems=None, times: int = 20, notebook=None, progress
         from tqdm.auto import tqdm
         bar = tqdm(total=len(untimed) + len(timed), desc=f"regrading {lesson}", file=sys.stdout)
 
+    slots = GpuSlots(1) if jobs > 1 else None
+
     def one(pid):
         seed = int.from_bytes(os.urandom(6), "little")
-        return pid, grade_problem(wanted[pid], nb, seed, ceil, facts, lesson)[0]
+        with slots.place() if slots is not None else contextlib.nullcontext():
+            return pid, grade_problem(wanted[pid], nb, seed, ceil, facts, lesson)[0]
 
     def keep(pid, outcome):
         r = res[pid]
@@ -68,11 +75,10 @@ def regrade(lesson: str, problems=None, times: int = 20, notebook=None, progress
         if after_each is not None:  # e.g. rewrite the report: a run cut short keeps what it measured
             after_each(_summarise({k: v for k, v in res.items() if v["scores"]}, wanted))
 
-    with ThreadPoolExecutor(max(1, jobs)) as pool:
-        for pid, outcome in pool.map(one, untimed):
+    with harness.use_slots(slots) if slots is not None else contextlib.nullcontext(), \
+            ThreadPoolExecutor(max(1, jobs)) as pool:
+        for pid, outcome in pool.map(one, untimed + timed):
             keep(pid, outcome)
-    for pid in timed:
-        keep(*one(pid))
     if bar is not None:
         bar.close()
     return _summarise(res, wanted)
