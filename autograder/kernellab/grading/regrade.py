@@ -42,6 +42,7 @@ def regrade(lesson: str, problems=None, times: int = 20, notebook=None, progress
     from ..notebook_cells import read_notebook
     from ..paths import repo_root
     from . import harness
+    from .classqueue import out_of_memory
     from .harness import clamp_points, grade_problem
     from .slots import GpuSlots
     nb = read_notebook(notebook or repo_root() / "solutions" / lesson / f"{lesson}.ipynb")
@@ -60,8 +61,15 @@ def regrade(lesson: str, problems=None, times: int = 20, notebook=None, progress
 
     def one(pid):
         seed = int.from_bytes(os.urandom(6), "little")
-        with slots.place() if slots is not None else contextlib.nullcontext():
+        if slots is None:
             return pid, grade_problem(wanted[pid], nb, seed, ceil, facts, lesson)[0]
+        with slots.place():
+            outcome = grade_problem(wanted[pid], nb, seed, ceil, facts, lesson)[0]
+            if out_of_memory(outcome.message):  # beside the other gradings' memory: once more, alone
+                with slots.whole_gpu(harness._STOP):
+                    outcome = grade_problem(wanted[pid], nb, seed, ceil, facts, lesson)[0]
+                    res[pid]["oom_regraded"] = res[pid].get("oom_regraded", 0) + 1
+            return pid, outcome
 
     def keep(pid, outcome):
         r = res[pid]
