@@ -169,7 +169,9 @@ def test_interrupted_queue_stops_leaves_no_process_and_resumes_without_regrading
     assert second["reused"] == queued["stored"]
     assert second["graded"] == n_jobs - queued["stored"]
     # Only what the stop cut short is graded twice (a grading killed mid-way is not stored).
-    assert queued["calls_second"] == second["graded"]
+    # Only what was not stored is graded, a process that died beside others once more with its GPU alone.
+    assert queued["calls_second"] == second["graded"] + len(second["regraded_alone"])
+    assert all(s.startswith("exits/") for s in second["regraded_alone"]), second["regraded_alone"]
     print(f"\nserial {TIMES['serial']:.1f} s, queue (4 jobs, stopped and resumed) {TIMES['queue']:.1f} s")
 
 
@@ -333,8 +335,9 @@ def test_a_job_out_of_memory_beside_others_is_graded_again_with_its_gpu_alone(tm
         return (0.0 if oom else 1.0, 1.0, msg), False
     monkeypatch.setattr(harness, "grade_stored", fake)
     out = classqueue.grade_class(tmp_path, L, jobs=3, progress=False)
-    assert out["oom_regraded"] == ["b/add_correct"]
+    assert out["regraded_alone"] == ["b/add_correct"]
     assert out["results"]["b"]["add_correct"] == (1.0, 1.0, "ok")
     assert [c for c in calls if c[:2] == ("b", "add_correct")] == [("b", "add_correct", False), ("b", "add_correct", True)]
     assert classqueue.out_of_memory("RuntimeError: CUDA error: out of memory") and not classqueue.out_of_memory("ok")
+    assert classqueue.grade_again_alone("The process running your code died (exit code 1) while running it")
     assert "graded again with the GPU alone" in classqueue.describe(out)

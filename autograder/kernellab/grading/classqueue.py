@@ -57,6 +57,13 @@ def out_of_memory(message: str) -> bool:
     return "out of memory" in m or "outofmemoryerror" in m
 
 
+def grade_again_alone(message: str) -> bool:
+    """A grading beside others to do once more with its GPU alone: it ran out of GPU memory, or one of its
+    processes died (an allocation failing where nothing catches it, as at CUDA's start, kills the process). Others'
+    memory must not cost a submission its points; a submission that really crashes crashes again, alone."""
+    return out_of_memory(message) or harness.failed(message)
+
+
 def _submissions(course: pathlib.Path, lesson: str) -> dict:
     root = pathlib.Path(course) / "submitted"
     return {p.parent.parent.name: p for p in sorted(root.glob(f"*/{lesson}/{lesson}.ipynb"))}
@@ -89,7 +96,7 @@ def grade_class(course, lesson: str, jobs: int | None = None, force: bool = Fals
     t0 = time.monotonic()
     summary = {"lesson": lesson, "mode": "ray" if ray else "queue", "students": 0, "jobs": 0, "graded": 0,
                "reused": 0, "failed": 0, "failures": [], "unreadable": [], "interrupted": False, "results": {},
-               "gpus": 0, "gpu_util_mean": None, "timed_runs": 0, "oom_regraded": []}
+               "gpus": 0, "gpu_util_mean": None, "timed_runs": 0, "regraded_alone": []}
     untimed, timed = collections.deque(), collections.deque()
     for student, path in _submissions(course, lesson).items():
         summary["students"] += 1
@@ -134,10 +141,10 @@ def grade_class(course, lesson: str, jobs: int | None = None, force: bool = Fals
             result = harness.grade_stored(p, nb, lesson, student, secret, ceil, facts, env_info, logs_dir, store,
                                           force, nb_hash=nb_hash)
             (_, _, message), reused = result
-            if reused or not out_of_memory(message):
+            if reused or not grade_again_alone(message):
                 return result
-            with slots.whole_gpu(harness._STOP):  # out of memory beside others: once more, alone
-                summary["oom_regraded"].append(f"{student}/{p.id}")
+            with slots.whole_gpu(harness._STOP):  # out of memory (or died) beside others: once more, alone
+                summary["regraded_alone"].append(f"{student}/{p.id}")
                 return harness.grade_stored(p, nb, lesson, student, secret, ceil, facts, env_info, logs_dir,
                                             store, True, nb_hash=nb_hash)
 
@@ -212,9 +219,9 @@ def describe(summary: dict) -> str:
              + (f", GPU busy {util:.0f}% on average over {summary['gpus']} GPU(s)" if util is not None else "") + ")"]
     if summary["interrupted"]:
         lines.append("INTERRUPTED: what was graded is stored; run the same command again to resume.")
-    if summary.get("oom_regraded"):
-        lines.append(f"  graded again with the GPU alone after running out of memory beside others: "
-                     f"{', '.join(summary['oom_regraded'][:10])}")
+    if summary.get("regraded_alone"):
+        lines.append(f"  graded again with the GPU alone after running out of memory (or dying) beside others: "
+                     f"{', '.join(summary['regraded_alone'][:10])}")
     lines += [f"  failed: {f}" for f in summary["failures"][:20]]
     if len(summary["failures"]) > 20:
         lines.append(f"  ... and {len(summary['failures']) - 20} more failures (grading_logs/ has each one's record)")

@@ -42,7 +42,7 @@ def regrade(lesson: str, problems=None, times: int = 20, notebook=None, progress
     from ..notebook_cells import read_notebook
     from ..paths import repo_root
     from . import harness
-    from .classqueue import out_of_memory
+    from .classqueue import grade_again_alone
     from .harness import clamp_points, grade_problem
     from .slots import GpuSlots
     nb = read_notebook(notebook or repo_root() / "solutions" / lesson / f"{lesson}.ipynb")
@@ -65,10 +65,10 @@ def regrade(lesson: str, problems=None, times: int = 20, notebook=None, progress
             return pid, grade_problem(wanted[pid], nb, seed, ceil, facts, lesson)[0]
         with slots.place():
             outcome = grade_problem(wanted[pid], nb, seed, ceil, facts, lesson)[0]
-            if out_of_memory(outcome.message):  # beside the other gradings' memory: once more, alone
+            if grade_again_alone(outcome.message):  # beside the other gradings' memory: once more, alone
                 with slots.whole_gpu(harness._STOP):
                     outcome = grade_problem(wanted[pid], nb, seed, ceil, facts, lesson)[0]
-                    res[pid]["oom_regraded"] = res[pid].get("oom_regraded", 0) + 1
+                    res[pid]["regraded_alone"] = res[pid].get("regraded_alone", 0) + 1
             return pid, outcome
 
     def keep(pid, outcome):
