@@ -45,8 +45,8 @@ def _count_gradings(monkeypatch) -> list:
     return calls
 
 
-def _grading_processes() -> list[str]:
-    """Command lines of live grading processes (workers, judges) and Ray processes of this machine."""
+def _grading_processes(ray_too: bool = True) -> list[str]:
+    """Command lines of live grading processes (workers, judges) and, ``ray_too``, Ray processes of this machine."""
     found = []
     for pid in os.listdir("/proc"):
         if not pid.isdigit() or int(pid) == os.getpid():
@@ -58,15 +58,16 @@ def _grading_processes() -> list[str]:
                 zombie = f.read().rsplit(")", 1)[1].split()[0] == "Z"
         except OSError:
             continue
-        if not zombie and any(k in cmd for k in ("kernellab.grading.child", "kernellab.grading.judge", "raylet",
-                                                 "gcs_server", "default_worker.py")):
+        keys = ("kernellab.grading.child", "kernellab.grading.judge") + (
+            ("raylet", "gcs_server", "default_worker.py") if ray_too else ())
+        if not zombie and any(k in cmd for k in keys):
             found.append(cmd[:160])
     return found
 
 
-def _no_process_left(timeout: float = 20.0) -> list[str]:
+def _no_process_left(timeout: float = 20.0, ray_too: bool = True) -> list[str]:
     deadline = time.monotonic() + timeout
-    while (left := _grading_processes()) and time.monotonic() < deadline:
+    while (left := _grading_processes(ray_too)) and time.monotonic() < deadline:
         time.sleep(0.5)
     return left
 
@@ -74,7 +75,9 @@ def _no_process_left(timeout: float = 20.0) -> list[str]:
 @pytest.fixture(scope="module")
 def short_budgets():
     mp = pytest.MonkeyPatch()
-    mp.setattr(harness, "RUN_BUDGET", 8.0)  # the one that never returns costs 8 s, not 3 minutes
+    # The one that never returns hangs in its first call (the compile phase): it costs 15 s, not 2 minutes.
+    mp.setattr(harness, "COMPILE_BUDGET", 15.0)
+    mp.setattr(harness, "RUN_BUDGET", 8.0)
     yield
     mp.undo()
 
@@ -111,7 +114,7 @@ def _stopped_then_resumed(course, stop_after: int, **kw):
     store = kw.pop("store", None) or Store(course.ag / "grading_store")
     t0 = time.monotonic()
     first = classqueue.grade_class(course.ag, L, progress=False, after_job=hook, only=ONLY, store=store, **kw)
-    left = _no_process_left()
+    left = _no_process_left(ray_too=False)
     stored = len(store.entries(L))
     calls_first = len(calls)
     second = classqueue.grade_class(course.ag, L, progress=False, only=ONLY, store=store, **kw)
@@ -131,13 +134,21 @@ def queued(klass):
 
 @pytest.fixture(scope="module")
 def rayed(klass, tmp_path_factory):
-    """The same class on a local Ray cluster of this machine, with two fake GPUs (placement is Ray's)."""
-    pytest.importorskip("ray")
+    """The same class on a local Ray cluster of this machine, with two fake GPUs (placement is Ray's). The
+    cluster is started once here (grade_class then joins it, and leaves it up), stopped at the end."""
+    ray = pytest.importorskip("ray")
+    from kernellab.grading.cluster import RayGrader, connect
     course, _, _ = klass
     tmp = tmp_path_factory.mktemp("ray")
-    # Ray grades through its own tasks, not this process's grade_problem: the counts come from the store.
-    run = _stopped_then_resumed(course, 3, jobs=4, ray="local", ray_init={"num_gpus": 2},
-                                store=Store(tmp / "store"), logs_dir=tmp / "logs")
+    assert connect("local", 4, {"num_gpus": 2})
+    try:
+        run = _stopped_then_resumed(course, 3, jobs=4, ray="local", store=Store(tmp / "store"), logs_dir=tmp / "logs")
+        grader = RayGrader("local", jobs=4)
+        run["options"] = [f._default_options for f in (grader._untimed, grader._timed, grader._timing)]
+        run["grader_started_a_cluster"] = grader.started
+    finally:
+        ray.shutdown()
+    run["left_after_shutdown"] = _no_process_left()
     run["logs"] = tmp / "logs"
     TIMES["ray"] = run["seconds"]
     return run
@@ -186,6 +197,7 @@ def test_ray_cluster_grades_the_same_scores_and_leaves_nothing_running(klass, ra
     _, subs, serial = klass
     first, second = rayed["first"], rayed["second"]
     assert first["interrupted"] and rayed["left"] == [], rayed["left"]
+    assert rayed["left_after_shutdown"] == [], rayed["left_after_shutdown"]
     assert not second["interrupted"] and second["reused"] == rayed["stored"]
     assert second["graded"] + second["reused"] == len(subs) * len(ONLY)
     assert _scores(second["results"]) == _scores(serial)
@@ -202,16 +214,10 @@ def test_ray_spreads_jobs_over_the_gpus_and_asks_a_whole_gpu_for_timing(klass, r
     assert len(runs) >= len(klass[1]) * len(ONLY) - rayed["stored"]
     assert all(len(r["task_gpu_ids"]) == 1 for r in runs)
     assert {r["task_gpu_ids"][0] for r in runs} == {"0", "1"}
-    pytest.importorskip("ray")
-    from kernellab.grading.cluster import RayGrader
-    grader = RayGrader("local", jobs=4, init={"num_gpus": 2})
-    try:
-        untimed, timed, timing = (f._default_options for f in (grader._untimed, grader._timed, grader._timing))
-        assert untimed["num_gpus"] == 0.5 and untimed["num_cpus"] == 1
-        assert timed["num_gpus"] == timing["num_gpus"] == 1 and timing["num_cpus"] == 2
-    finally:
-        grader.close()
-    assert _no_process_left() == []
+    untimed, timed, timing = rayed["options"]
+    assert untimed["num_gpus"] == 0.5 and untimed["num_cpus"] == 1
+    assert timed["num_gpus"] == timing["num_gpus"] == 1 and timing["num_cpus"] == 2
+    assert rayed["grader_started_a_cluster"] is False  # it joined the running one, and left it up
 
 
 def test_store_keys_ignore_outputs_and_never_hold_the_secret(klass, queued):
@@ -338,6 +344,7 @@ def test_a_job_out_of_memory_beside_others_is_graded_again_with_its_gpu_alone(tm
     assert out["regraded_alone"] == ["b/add_correct"]
     assert out["results"]["b"]["add_correct"] == (1.0, 1.0, "ok")
     assert [c for c in calls if c[:2] == ("b", "add_correct")] == [("b", "add_correct", False), ("b", "add_correct", True)]
-    assert classqueue.out_of_memory("RuntimeError: CUDA error: out of memory") and not classqueue.out_of_memory("ok")
-    assert classqueue.grade_again_alone("The process running your code died (exit code 1) while running it")
+    from kernellab.grading.slots import grade_again_alone, out_of_memory
+    assert out_of_memory("RuntimeError: CUDA error: out of memory") and not out_of_memory("ok")
+    assert grade_again_alone("The process running your code died (exit code 1) while running it")
     assert "graded again with the GPU alone" in classqueue.describe(out)

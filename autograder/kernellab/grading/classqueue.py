@@ -23,6 +23,7 @@ import time
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 
 from . import harness
+from .slots import grade_again_alone
 from .store import STORE_DIR, Store, notebook_hash
 
 # GiB of GPU memory a grading job may need (a worker's or judge's CUDA context, the largest lesson's inputs).
@@ -49,19 +50,6 @@ def default_jobs(gpus: int | None = None) -> int:
     gpus = gpus or gpu_count()
     per_gpu = max(1, min(12, int(torch.cuda.get_device_properties(0).total_memory / 2**30) // GIB_PER_JOB))
     return max(1, min(cores - 2, per_gpu * gpus))
-
-
-def out_of_memory(message: str) -> bool:
-    """A grading that ran out of GPU memory (a CUDA allocation failed, in the learner's code or the grader's)."""
-    m = str(message).lower()
-    return "out of memory" in m or "outofmemoryerror" in m
-
-
-def grade_again_alone(message: str) -> bool:
-    """A grading beside others to do once more with its GPU alone: it ran out of GPU memory, or one of its
-    processes died (an allocation failing where nothing catches it, as at CUDA's start, kills the process). Others'
-    memory must not cost a submission its points; a submission that really crashes crashes again, alone."""
-    return out_of_memory(message) or harness.failed(message)
 
 
 def _submissions(course: pathlib.Path, lesson: str) -> dict:

@@ -141,7 +141,7 @@ class RayGrader:
         out = self._wait(task.remote(lesson, p.id, nbformat.writes(nb), int(seed), budgets, split))
         if "pending" in out:
             out = self._wait(self._timing.remote(lesson, p.id, out["pending"], out["record"], budgets))
-        from .classqueue import grade_again_alone
+        from .slots import grade_again_alone
         if grade_again_alone(out["message"]):  # beside others' memory: once more, on a GPU held whole
             out = self._wait(self._timed.remote(lesson, p.id, nbformat.writes(nb), int(seed), budgets, False))
             out["record"]["regraded_alone_after_oom"] = True

@@ -42,7 +42,7 @@ def regrade(lesson: str, problems=None, times: int = 20, notebook=None, progress
     from ..notebook_cells import read_notebook
     from ..paths import repo_root
     from . import harness
-    from .classqueue import grade_again_alone
+    from .slots import grade_again_alone
     from .harness import clamp_points, grade_problem
     from .slots import GpuSlots
     nb = read_notebook(notebook or repo_root() / "solutions" / lesson / f"{lesson}.ipynb")

@@ -106,3 +106,17 @@ class GpuSlots:
         self._cv.wait(timeout=0.2)
         if stop is not None and stop.is_set():
             raise KeyboardInterrupt("grading interrupted")
+
+
+def out_of_memory(message: str) -> bool:
+    """A grading that ran out of GPU memory (a CUDA allocation failed, in the learner's code or the grader's)."""
+    m = str(message).lower()
+    return "out of memory" in m or "outofmemoryerror" in m
+
+
+def grade_again_alone(message: str) -> bool:
+    """A grading beside others to do once more with its GPU alone: it ran out of GPU memory, or one of its
+    processes died (an allocation failing where nothing catches it, as at CUDA's start, kills the process). Others'
+    memory must not cost a submission its points; a submission that really crashes crashes again, alone."""
+    from .harness import failed
+    return out_of_memory(message) or failed(message)
