@@ -23,7 +23,6 @@ import time
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 
 from . import harness
-from .slots import grade_again_alone
 from .store import STORE_DIR, Store, notebook_hash
 
 # GiB of GPU memory a grading job may need (a worker's or judge's CUDA context, the largest lesson's inputs).
@@ -65,7 +64,7 @@ def grade_class(course, lesson: str, jobs: int | None = None, force: bool = Fals
     ("local" starts one on this machine; ``ray_init``: extra ``ray.init`` arguments); ``only``: these problem
     ids. ``after_job(done_count, job)`` is called in this thread after each job (a test's hook).
     Returns a summary: mode, students, jobs, graded, reused, failed, failures, unreadable, seconds,
-    per_student_s, gpus, gpu_util_mean, timed_runs, interrupted, results {student: {problem: (points, max,
+    per_student_s, gpus, gpu_util_mean, regraded_alone, interrupted, results {student: {problem: (points, max,
     message)}}. A KeyboardInterrupt (Ctrl-C, or raised by ``after_job``) stops the pool: running gradings are
     killed, nothing more starts, and the summary says interrupted."""
     from ..ceilings import measure_ceilings
@@ -84,7 +83,7 @@ def grade_class(course, lesson: str, jobs: int | None = None, force: bool = Fals
     t0 = time.monotonic()
     summary = {"lesson": lesson, "mode": "ray" if ray else "queue", "students": 0, "jobs": 0, "graded": 0,
                "reused": 0, "failed": 0, "failures": [], "unreadable": [], "interrupted": False, "results": {},
-               "gpus": 0, "gpu_util_mean": None, "timed_runs": 0, "regraded_alone": []}
+               "gpus": 0, "gpu_util_mean": None, "regraded_alone": []}
     untimed, timed = collections.deque(), collections.deque()
     for student, path in _submissions(course, lesson).items():
         summary["students"] += 1
@@ -125,16 +124,15 @@ def grade_class(course, lesson: str, jobs: int | None = None, force: bool = Fals
         if cluster is not None:
             return harness.grade_stored(p, nb, lesson, student, secret, ceil, facts, env_info, logs_dir, store,
                                         force, nb_hash=nb_hash, grade=cluster.grade)
-        with slots.place():
+        def grade(again: bool):
             result = harness.grade_stored(p, nb, lesson, student, secret, ceil, facts, env_info, logs_dir, store,
-                                          force, nb_hash=nb_hash)
+                                          force or again, nb_hash=nb_hash)
             (_, _, message), reused = result
-            if reused or not grade_again_alone(message):
-                return result
-            with slots.whole_gpu(harness._STOP):  # out of memory (or died) beside others: once more, alone
-                summary["regraded_alone"].append(f"{student}/{p.id}")
-                return harness.grade_stored(p, nb, lesson, student, secret, ceil, facts, env_info, logs_dir,
-                                            store, True, nb_hash=nb_hash)
+            return result, "" if reused else message  # a stored result is taken as it is
+        result, again = slots.job(grade, harness._STOP)
+        if again:
+            summary["regraded_alone"].append(f"{student}/{p.id}")
+        return result
 
     bar = None
     if progress:
@@ -192,7 +190,6 @@ def grade_class(course, lesson: str, jobs: int | None = None, force: bool = Fals
     summary["seconds"] = round(time.monotonic() - t0, 1)
     summary["per_student_s"] = round(summary["seconds"] / max(1, summary["students"]), 2)
     summary["gpu_util_mean"] = usage.mean()
-    summary["timed_runs"] = slots.timed_runs if slots is not None else None
     return summary
 
 

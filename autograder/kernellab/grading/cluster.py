@@ -25,6 +25,8 @@ import pathlib
 import socket
 import time
 
+from .slots import grade_again_alone
+
 LOCAL = "local"
 _BUDGETS = ("COMPILE_BUDGET", "RUN_BUDGET", "LOAD_BUDGET")
 
@@ -139,12 +141,12 @@ class RayGrader:
         split = p.kind == "speed" and harness.replayable(p)  # worker untimed here, judge timed in its own task
         task = self._timed if p.kind == "speed" and not split else self._untimed
         out = self._wait(task.remote(lesson, p.id, nbformat.writes(nb), int(seed), budgets, split))
+        shared = task is self._untimed and "pending" not in out  # it ended in a task sharing its GPU
         if "pending" in out:
             out = self._wait(self._timing.remote(lesson, p.id, out["pending"], out["record"], budgets))
-        from .slots import grade_again_alone
-        if grade_again_alone(out["message"]):  # beside others' memory: once more, on a GPU held whole
+        if shared and grade_again_alone(out["message"]):  # out of memory or died beside others: once more, whole
             out = self._wait(self._timed.remote(lesson, p.id, nbformat.writes(nb), int(seed), budgets, False))
-            out["record"]["regraded_alone_after_oom"] = True
+            out["record"]["regraded_alone"] = True
         return Outcome(p.id, out["fraction"], out["message"], out["details"]), out["record"]
 
     def _wait(self, ref):

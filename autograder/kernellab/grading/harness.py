@@ -101,26 +101,11 @@ def _run_child(jobdir: pathlib.Path, interpreted: bool = False,
     # A judge that times starts beside other work and asks for its GPU alone only when it is about to time
     # (its "alone" phase); any other process that times holds its GPU alone from the start.
     handoff = alone and module.endswith(".judge")
-    held = {"hold": slots.hold(alone and not handoff, _STOP), "waited": 0.0}
-
-    def take(hold) -> None:
-        t = time.monotonic()
-        hold.__enter__()
-        held["hold"] = hold
-        held["waited"] += time.monotonic() - t
-
-    def go_alone() -> None:
-        held.pop("hold").__exit__(None, None, None)
-        take(slots.hold(True, _STOP))
-    take(held.pop("hold"))
-    try:
+    with slots.process(alone and not handoff, _STOP) as held:
         why, info = _start_child(jobdir, interpreted, limit_s, module, result,
                                  slots.env() if DEVICE.on_gpu and not interpreted else {},
-                                 go_alone if handoff else None)
-    finally:
-        if "hold" in held:
-            held["hold"].__exit__(None, None, None)
-    info.update({"gpu_slot": slots.gpu(), "slot_wait_s": round(held["waited"], 2), "alone": alone})
+                                 held.go_alone if handoff else None)
+    info.update({"gpu_slot": slots.gpu(), "slot_wait_s": round(held.waited, 2), "alone": alone})
     return why, info
 
 

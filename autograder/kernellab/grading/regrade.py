@@ -42,7 +42,6 @@ def regrade(lesson: str, problems=None, times: int = 20, notebook=None, progress
     from ..notebook_cells import read_notebook
     from ..paths import repo_root
     from . import harness
-    from .slots import grade_again_alone
     from .harness import clamp_points, grade_problem
     from .slots import GpuSlots
     nb = read_notebook(notebook or repo_root() / "solutions" / lesson / f"{lesson}.ipynb")
@@ -63,13 +62,13 @@ def regrade(lesson: str, problems=None, times: int = 20, notebook=None, progress
         seed = int.from_bytes(os.urandom(6), "little")
         if slots is None:
             return pid, grade_problem(wanted[pid], nb, seed, ceil, facts, lesson)[0]
-        with slots.place():
+        def grade(again: bool):
             outcome = grade_problem(wanted[pid], nb, seed, ceil, facts, lesson)[0]
-            if grade_again_alone(outcome.message):  # beside the other gradings' memory: once more, alone
-                with slots.whole_gpu(harness._STOP):
-                    outcome = grade_problem(wanted[pid], nb, seed, ceil, facts, lesson)[0]
-                    res[pid]["regraded_alone"] = res[pid].get("regraded_alone", 0) + 1
-            return pid, outcome
+            return outcome, outcome.message
+        outcome, again = slots.job(grade, harness._STOP)
+        if again:
+            res[pid]["regraded_alone"] = res[pid].get("regraded_alone", 0) + 1
+        return pid, outcome
 
     def keep(pid, outcome):
         r = res[pid]

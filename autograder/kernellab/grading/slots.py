@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
+import time
 
 
 class GpuSlots:
@@ -92,6 +93,29 @@ class GpuSlots:
                 self._cv.notify_all()
 
     @contextlib.contextmanager
+    def process(self, alone: bool, stop: threading.Event | None = None):
+        """Hold the job's GPU for one process, shared or ``alone``; the yielded holder's ``go_alone()`` trades a
+        shared hold for the GPU alone (a judge that started beside other work and is about to time), and its
+        ``waited`` says how long the holds took to get."""
+        holder = _Holder(self, stop)
+        holder.take(alone)
+        try:
+            yield holder
+        finally:
+            holder.release()
+
+    def job(self, grade, stop: threading.Event | None = None):
+        """Run one grading job on the GPU with the fewest jobs: ``grade(again)`` returns (result, message);
+        a message saying it ran out of memory or died beside others (grade_again_alone) has it graded once more
+        with every process holding the GPU alone, ``again`` True. Returns (result, graded again alone?)."""
+        with self.place():
+            result, message = grade(False)
+            if not grade_again_alone(message):
+                return result, False
+            with self.whole_gpu(stop):
+                return grade(True)[0], True
+
+    @contextlib.contextmanager
     def whole_gpu(self, stop: threading.Event | None = None):
         """Every process of the calling thread's job runs with its GPU alone, for the block (a job graded again
         after running out of GPU memory beside others)."""
@@ -106,6 +130,29 @@ class GpuSlots:
         self._cv.wait(timeout=0.2)
         if stop is not None and stop.is_set():
             raise KeyboardInterrupt("grading interrupted")
+
+
+class _Holder:
+    """One process's hold on its job's GPU (GpuSlots.process)."""
+
+    def __init__(self, slots: GpuSlots, stop):
+        self.slots, self.stop, self.waited, self._hold = slots, stop, 0.0, None
+
+    def take(self, alone: bool) -> None:
+        t = time.monotonic()
+        hold = self.slots.hold(alone, self.stop)
+        hold.__enter__()
+        self._hold = hold
+        self.waited += time.monotonic() - t
+
+    def release(self) -> None:
+        hold, self._hold = self._hold, None
+        if hold is not None:
+            hold.__exit__(None, None, None)
+
+    def go_alone(self) -> None:
+        self.release()
+        self.take(True)
 
 
 def out_of_memory(message: str) -> bool:
