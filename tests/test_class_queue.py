@@ -58,7 +58,8 @@ def _grading_processes(ray_too: bool = True) -> list[str]:
                 zombie = f.read().rsplit(")", 1)[1].split()[0] == "Z"
         except OSError:
             continue
-        keys = ("kernellab.grading.child", "kernellab.grading.judge") + (
+        # Forks of a zygote keep its command line (grading/zygote.py).
+        keys = ("kernellab.grading.child", "kernellab.grading.judge", "kernellab/grading/zygote.py") + (
             ("raylet", "gcs_server", "default_worker.py") if ray_too else ())
         if not zombie and any(k in cmd for k in keys):
             found.append(cmd[:160])

@@ -22,7 +22,7 @@ import sys
 import time
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 
-from . import harness
+from . import harness, zygote
 from .store import STORE_DIR, Store, notebook_hash
 
 # GiB of GPU memory a grading job may need (a worker's or judge's CUDA context, the largest lesson's inputs).
@@ -182,6 +182,7 @@ def grade_class(course, lesson: str, jobs: int | None = None, force: bool = Fals
         wait(list(running))
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
+        zygote.stop_all()  # the warm processes jobs were forked from: nothing of the run stays
         harness.resume()
         if cluster is not None:
             cluster.close()

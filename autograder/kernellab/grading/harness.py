@@ -27,6 +27,7 @@ from ..lessons import problems_of
 from ..notebook_cells import grade_id, sources_for
 from ..problems.base import (CallResult, Outcome, judge_answers, judge_correctness, judge_function,
                              seeded_generator)
+from . import zygote
 from .secret import problem_seed
 
 # Seconds. Compilation/autotuning and the graded run have separate budgets (GRADING.md, 9).
@@ -122,9 +123,12 @@ def _start_child(jobdir, interpreted, limit_s, module, result, extra_env: dict,
         env = {**_child_env(interpreted), **extra_env}
         if module.endswith(".judge"):
             env["TRITON_CACHE_DIR"] = _judge_cache()
-        proc = subprocess.Popen([sys.executable, "-m", module, str(jobdir), str(os.getpid())],
-                                cwd=jobdir, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                env=env, start_new_session=True)
+        # A fork of a warm process that already imported torch and Triton (grading/zygote.py), else a fresh one.
+        proc = zygote.spawn(module, [jobdir], env, jobdir, log.name, interpreted or not DEVICE.on_gpu)
+        if proc is None:
+            proc = subprocess.Popen([sys.executable, "-m", module, str(jobdir), str(os.getpid())],
+                                    cwd=jobdir, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                    env=env, start_new_session=True)
         try:
             why, phase = _watch(proc, jobdir, budgets, go_alone)
         finally:  # interrupted here (Ctrl-C): the child goes too
@@ -176,6 +180,7 @@ def _watch(proc, jobdir: pathlib.Path, budgets: dict, go_alone=None) -> tuple[st
 def interrupt() -> None:
     """Stop every grading in progress in this process (their children are killed) and refuse new ones."""
     _STOP.set()
+    zygote.stop_all()
 
 
 def resume() -> None:

@@ -1,0 +1,310 @@
+"""Grading processes forked from a warm one (a "zygote") instead of started as a fresh Python each time.
+
+A fresh worker or judge spends 1-3 s importing torch and Triton before it reads its job; a class file starts
+hundreds of them. The zygote imports once, then forks one process per job. A fork is what a fresh process
+would be:
+- the zygote is started with the child environment (no secret, no grading marker) and runs no learner code;
+  each fork's environment is replaced by the job's before anything else runs, and it gets its own session,
+  log file, working folder and the parent's budgets (the grader watches it like any child);
+- it never initialises CUDA (a fork of a process that has is unusable), so on a GPU it imports torch and
+  Triton only; where kernels are interpreted (no GPU, or a judge counting reads) it imports kernellab too;
+- it is not dumpable: its forks, which run learner code, cannot ptrace it or write its memory to change what
+  later forks start from (they are reset to dumpable, like any process);
+- it dies with the grader (PR_SET_PDEATHSIG) and its forks die with it.
+A zygote that died (killed from outside) or does not answer is replaced, and the job starts as a fresh process
+instead. ``KERNELLAB_ZYGOTE=0`` turns forking off.
+
+Protocol: JSON lines. The grader sends {"id", "module", "args", "env", "cwd", "log"}; the zygote answers
+{"ready"} once after importing, {"id", "pid"} per fork and {"exit": pid, "code"} when a fork ends (code as
+subprocess reports it: negative for a signal).
+"""
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import select
+import subprocess
+import sys
+import threading
+
+_PR_SET_NAME, _PR_SET_DUMPABLE = 15, 4
+# Changed per job, so not part of which zygote a job forks from (nothing reads them before the fork's own code).
+_PER_JOB_ENV = ("CUDA_VISIBLE_DEVICES", "TRITON_CACHE_DIR")
+
+
+def _prctl(option: int, value) -> None:
+    import ctypes
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(option, value, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
+
+
+def _name(name: str) -> None:
+    """The process's short name (/proc/PID/comm): a fork keeps the zygote's command line, so this is how a
+    person (or a test) tells workers and judges apart in ps."""
+    _prctl(_PR_SET_NAME, name.encode()[:15])
+
+
+# ----------------------------------------------------------------------------------------- the zygote process
+
+
+def _preload(full: bool) -> None:
+    import numpy  # noqa: F401
+    import torch  # noqa: F401
+    if full:  # kernels interpreted: kernellab sets TRITON_INTERPRET before Triton loads, and touches no GPU
+        import kernellab  # noqa: F401
+        import kernellab.code_rules  # noqa: F401
+        import kernellab.grading.integrity  # noqa: F401
+        import kernellab.notebook_cells  # noqa: F401
+        import kernellab.problems.base  # noqa: F401
+        import kernellab.record  # noqa: F401
+        import kernellab.timing  # noqa: F401
+        import kernellab.watch  # noqa: F401
+    else:  # on a GPU kernellab would initialise CUDA (it reads the device), which a fork cannot inherit
+        import triton  # noqa: F401
+        import triton.language  # noqa: F401
+
+
+def _become(req: dict, ctl: tuple, zygote_pid: int, preloaded_env: dict) -> None:
+    """In the fork: turn into the job's process and run its module; never returns. ``preloaded_env``: what the
+    zygote's imports put in its environment (kernellab's TRITON_INTERPRET): the modules the fork inherits were
+    set up under it, so it stays."""
+    code = 70
+    try:
+        for fd in ctl:
+            os.close(fd)
+        os.setsid()
+        _prctl(1, 9)  # dies with the zygote from the start (the job's own code sets this again, for the zygote)
+        if os.getppid() != zygote_pid:
+            os._exit(70)
+        _prctl(_PR_SET_DUMPABLE, 1)
+        _name("kl-" + req["module"].rsplit(".", 1)[-1])
+        log = os.open(req["log"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        os.dup2(log, 1)
+        os.dup2(log, 2)
+        os.close(log)
+        os.close(null)
+        os.environ.clear()
+        os.environ.update({**preloaded_env, **req["env"]})
+        os.chdir(req["cwd"])
+        sys.argv = [req["module"], *req["args"], str(zygote_pid)]
+        req.clear()
+        import runpy
+        try:
+            runpy.run_module(sys.argv[0], run_name="__main__", alter_sys=True)
+            code = 0
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    except BaseException:  # noqa: BLE001  (reported in the job's log, like an uncaught error in a fresh process)
+        import traceback
+        traceback.print_exc()
+        code = 1
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except Exception:  # noqa: BLE001
+                pass
+        os._exit(code)
+
+
+def serve(parent_pid: int, full: bool) -> None:
+    # Run as a script, not ``-m kernellab...``: importing the package would read the GPU, initialising CUDA.
+    if sys.path and os.path.abspath(sys.path[0]) == os.path.dirname(os.path.abspath(__file__)):
+        del sys.path[0]  # grading/'s own files are not top-level modules
+    _prctl(1, 9)  # PR_SET_PDEATHSIG = SIGKILL: it dies with the grader (see child.die_with_parent)
+    if os.getppid() != parent_pid:
+        os._exit(70)
+    _prctl(_PR_SET_DUMPABLE, 0)
+    _name("kl-zygote")
+    # The control pipes move off 0 and 1, so nothing an import prints can corrupt them; forks close them.
+    ctl_in, ctl_out = os.dup(0), os.dup(1)
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.dup2(2, 1)
+    os.close(null)
+    before = dict(os.environ)
+    _preload(full)
+    preloaded_env = {k: v for k, v in os.environ.items() if before.get(k) != v}
+    me = os.getpid()
+
+    def send(msg: dict) -> None:
+        os.write(ctl_out, (json.dumps(msg) + "\n").encode())
+    send({"ready": True})
+    buf, forks = b"", set()
+    while True:
+        ready, _, _ = select.select([ctl_in], [], [], 0.05)
+        if ready:
+            chunk = os.read(ctl_in, 1 << 16)
+            if not chunk:  # the grader closed the pipe (or died): forks die with this process
+                return
+            buf += chunk
+            while b"\n" in buf:
+                line, buf = buf.split(b"\n", 1)
+                req = json.loads(line)
+                sys.stdout.flush()
+                sys.stderr.flush()
+                pid = os.fork()
+                if pid == 0:
+                    buf = b""
+                    _become(req, (ctl_in, ctl_out), me, preloaded_env)
+                forks.add(pid)
+                send({"id": req["id"], "pid": pid})
+        for pid in list(forks):
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                forks.discard(pid)
+                send({"exit": pid, "code": os.waitstatus_to_exitcode(status)})
+
+
+# ------------------------------------------------------------------------------------------ the grader's side
+
+
+class Forked:
+    """A process forked by a zygote, with what the harness uses of subprocess.Popen."""
+
+    def __init__(self, zygote: "Zygote", pid: int):
+        self._z, self.pid, self.returncode = zygote, pid, None
+
+    def poll(self):
+        if self.returncode is None:
+            self.returncode = self._z._exit_code(self.pid, 0)
+        return self.returncode
+
+    def wait(self, timeout: float | None = None):
+        if self.returncode is None:
+            self.returncode = self._z._exit_code(self.pid, timeout)
+        return self.returncode
+
+    def kill(self) -> None:
+        if self.poll() is None:
+            try:
+                os.kill(self.pid, 9)
+            except OSError:
+                pass
+
+
+class Zygote:
+    """One zygote process, started from a thread of its own (the death signal follows the thread that started
+    it, and a pool's threads end before the grader does)."""
+
+    def __init__(self, env: dict, full: bool, log: str):
+        self._lock, self._cond = threading.Lock(), threading.Condition()
+        self._ids = itertools.count()
+        self._pids: dict = {}
+        self._exits: dict = {}
+        self.ready = self.dead = False
+        self.proc = None
+        started = threading.Event()
+        threading.Thread(target=self._run, args=(env, full, log, started), daemon=True, name="kl-zygote").start()
+        started.wait()
+
+    def _run(self, env, full, log, started) -> None:
+        try:
+            with open(log, "ab") as err:
+                self.proc = subprocess.Popen(
+                    [sys.executable, os.path.abspath(__file__), str(os.getpid()), "full" if full else "light"],
+                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, env=env, start_new_session=True)
+        except OSError:
+            self.proc = None
+        started.set()
+        if self.proc is not None:
+            for line in self.proc.stdout:
+                try:
+                    msg = json.loads(line)
+                except ValueError:
+                    break
+                with self._cond:
+                    if "ready" in msg:
+                        self.ready = True
+                    elif "pid" in msg:
+                        self._pids[msg["id"]] = msg["pid"]
+                    elif "exit" in msg:
+                        self._exits[msg["exit"]] = msg["code"]
+                    self._cond.notify_all()
+        with self._cond:
+            self.dead = True
+            self._cond.notify_all()
+
+    def spawn(self, module: str, args: list, env: dict, cwd: str, log: str, timeout: float = 120.0):
+        """A fork running ``python -m module *args ZYGOTE_PID``, or None where this zygote cannot give one."""
+        if self.proc is None:
+            return None
+        with self._lock:  # one request at a time
+            with self._cond:
+                if not self._cond.wait_for(lambda: self.ready or self.dead, timeout) or self.dead:
+                    return None
+                rid = next(self._ids)
+            try:
+                self.proc.stdin.write((json.dumps({"id": rid, "module": module, "args": [str(a) for a in args],
+                                                   "env": env, "cwd": str(cwd), "log": str(log)}) + "\n").encode())
+                self.proc.stdin.flush()
+            except (OSError, ValueError):
+                return None
+            with self._cond:
+                if not self._cond.wait_for(lambda: rid in self._pids or self.dead, 30.0) or rid not in self._pids:
+                    self.dead = True  # it does not answer (stopped from outside?): the next job gets a new one
+                    return None
+                return Forked(self, self._pids.pop(rid))
+
+    def _exit_code(self, pid: int, timeout: float | None):
+        with self._cond:
+            self._cond.wait_for(lambda: pid in self._exits or self.dead, timeout)
+            if pid in self._exits:
+                return self._exits.pop(pid)
+            # The zygote died, and its forks with it (their death signal follows it).
+            return -9 if self.dead else None
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, 9)
+            except OSError:
+                self.proc.kill()
+            self.proc.wait()
+
+
+_ZYGOTES: dict = {}
+_ZYGOTES_LOCK = threading.Lock()
+
+
+def enabled() -> bool:
+    return sys.platform.startswith("linux") and os.environ.get("KERNELLAB_ZYGOTE", "1") != "0"
+
+
+_LOG_DIR: list = []
+
+
+def spawn(module: str, args: list, env: dict, cwd, log, full: bool):
+    """A fork of the zygote for ``env`` (started if needed) running ``module``, or None (then start a fresh
+    process). ``full``: the zygote may import kernellab (kernels are interpreted there)."""
+    if not enabled():
+        return None
+    key = (full, tuple(sorted((k, v) for k, v in env.items() if k not in _PER_JOB_ENV)))
+    with _ZYGOTES_LOCK:
+        z = _ZYGOTES.get(key)
+        if z is None or z.dead:
+            if z is not None:
+                z.stop()
+            if not _LOG_DIR:
+                import tempfile
+                _LOG_DIR.append(tempfile.mkdtemp(prefix="kl-zygote-"))
+            base = {k: v for k, v in env.items() if k not in _PER_JOB_ENV}
+            z = _ZYGOTES[key] = Zygote(base, full, os.path.join(_LOG_DIR[0], f"zygote-{len(_ZYGOTES)}.log"))
+    return z.spawn(module, args, env, cwd, log)
+
+
+def stop_all() -> None:
+    """Stop every zygote of this process (and so every process forked from them)."""
+    with _ZYGOTES_LOCK:
+        for z in _ZYGOTES.values():
+            z.stop()
+        _ZYGOTES.clear()
+
+
+if __name__ == "__main__":
+    serve(int(sys.argv[1]), sys.argv[2] == "full")

@@ -1,0 +1,113 @@
+"""Grading processes forked from a warm zygote (grading/zygote.py) are what fresh ones would be: the job's
+environment, folder, log and exit code; no secret in reach, not even in the environment block the zygote was
+started with; killed with their group; gone when the zygote stops; and a zygote killed from outside is replaced."""
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import time
+
+import pytest
+
+from kernellab.grading import harness, zygote
+
+PROBE = '''
+import json, os, sys, time
+mode = sys.argv[1]
+if mode == "sleep":
+    time.sleep(60)
+with open("/proc/self/environ", "rb") as f:
+    initial = f.read().decode(errors="replace")
+try:
+    open(f"/proc/{os.getppid()}/mem", "rb").close()
+    mem = "opened"
+except OSError as exc:
+    mem = type(exc).__name__
+print(json.dumps({"argv": sys.argv[1:], "cwd": os.getcwd(), "env": dict(os.environ), "initial_env": initial,
+                  "ppid": os.getppid(), "zygote_mem": mem, "torch_loaded": "torch" in sys.modules}))
+sys.exit(int(sys.argv[2]) if len(sys.argv) > 3 else 0)
+'''
+
+pytestmark = pytest.mark.skipif(not zygote.enabled(), reason="forking grading processes needs Linux")
+
+
+@pytest.fixture
+def probe_env(tmp_path, monkeypatch):
+    (tmp_path / "kl_probe.py").write_text(PROBE)
+    monkeypatch.setenv("KERNELLAB_SECRET", "do-not-leak")
+    monkeypatch.setenv("NBGRADER_EXECUTION", "autograde")
+    env = harness._child_env()
+    env["PYTHONPATH"] = f"{tmp_path}{os.pathsep}{env['PYTHONPATH']}"  # a zygote of its own, that finds the probe
+    yield env, tmp_path
+    zygote.stop_all()
+
+
+def _fork(env, tmp_path, *args, name="job", **extra):
+    job = tmp_path / name
+    job.mkdir()
+    proc = zygote.spawn("kl_probe", list(args), {**env, **extra}, job, job / "log", full=True)
+    assert proc is not None, "the zygote gave no process"
+    return proc, job
+
+
+def test_a_fork_runs_with_the_jobs_environment_folder_log_and_exit_code(probe_env):
+    env, tmp = probe_env
+    proc, job = _fork(env, tmp, "report", "3", name="a", CUDA_VISIBLE_DEVICES="7")
+    assert proc.wait(60) == 3
+    seen = json.loads((job / "log").read_text().strip().splitlines()[-1])
+    assert seen["argv"][:2] == ["report", "3"] and pathlib.Path(seen["cwd"]) == job
+    assert seen["env"]["CUDA_VISIBLE_DEVICES"] == "7"  # per job, not the zygote's
+    assert seen["torch_loaded"]  # imported once, by the zygote
+    # No secret and no grading marker: not in the job's environment, nor in the block the zygote started with.
+    for text in (json.dumps(seen["env"]), seen["initial_env"]):
+        assert "do-not-leak" not in text and "NBGRADER_EXECUTION" not in text
+    if os.geteuid() != 0:  # root may read any process's memory; anyone else may not read the zygote's
+        assert seen["zygote_mem"] != "opened"
+    # A second job forks from the same warm zygote; a job of another environment gets one of its own.
+    proc2, job2 = _fork(env, tmp, "report", name="b")
+    assert proc2.wait(60) == 0
+    assert json.loads((job2 / "log").read_text().strip().splitlines()[-1])["ppid"] == seen["ppid"]
+    # Another environment, another zygote. This one, like a judge counting reads on a GPU machine, is told to
+    # interpret kernels but not how: kernellab's import in the zygote sets TRITON_INTERPRET, and the fork, whose
+    # Triton was imported under it, keeps it.
+    other = {k: v for k, v in env.items() if k != "TRITON_INTERPRET"} | {"KERNELLAB_FORCE_CPU": "1"}
+    proc3, job3 = _fork(other, tmp, "report", name="c")
+    assert proc3.wait(60) == 0
+    third = json.loads((job3 / "log").read_text().strip().splitlines()[-1])
+    assert third["ppid"] != seen["ppid"] and third["env"].get("TRITON_INTERPRET") == "1"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def _gone(pid: int, timeout: float = 10.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while _alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return not _alive(pid)
+
+
+def test_forks_are_killed_with_their_group_and_die_with_the_zygote_which_is_replaced(probe_env):
+    env, tmp = probe_env
+    proc, _ = _fork(env, tmp, "sleep", name="a")
+    time.sleep(0.5)
+    assert proc.poll() is None
+    harness._kill(proc)  # what a budget does: the fork's whole group
+    assert proc.returncode == -9
+    sleeper, _ = _fork(env, tmp, "sleep", name="b")
+    key = next(k for k, z in zygote._ZYGOTES.items() if z.proc is not None and z.proc.poll() is None
+               and any(kv[0] == "PYTHONPATH" and str(tmp) in kv[1] for kv in k[1]))
+    first = zygote._ZYGOTES[key]
+    os.kill(first.proc.pid, 9)  # killed from outside: its forks go with it, and the next job gets a new zygote
+    assert _gone(sleeper.pid) and sleeper.wait(10) == -9
+    proc, job = _fork(env, tmp, "report", name="c")
+    assert proc.wait(60) == 0 and zygote._ZYGOTES[key] is not first
+    last = zygote._ZYGOTES[key].proc.pid
+    zygote.stop_all()
+    assert _gone(last) and not zygote._ZYGOTES
