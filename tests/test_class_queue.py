@@ -46,8 +46,10 @@ def _count_gradings(monkeypatch) -> list:
 
 
 def _grading_processes(ray_too: bool = True) -> list[str]:
-    """Command lines of live grading processes (workers, judges) and, ``ray_too``, Ray processes of this machine."""
-    found = []
+    """Command lines of live grading processes (workers, judges, zygotes and their forks) started by this process or
+    by a Ray worker and, ``ray_too``, Ray processes of this machine. Another test process's (pytest-xdist) are not
+    ours: a grading process names its grader's pid on its command line (a fork keeps its zygote's)."""
+    live = {}
     for pid in os.listdir("/proc"):
         if not pid.isdigit() or int(pid) == os.getpid():
             continue
@@ -58,10 +60,14 @@ def _grading_processes(ray_too: bool = True) -> list[str]:
                 zombie = f.read().rsplit(")", 1)[1].split()[0] == "Z"
         except OSError:
             continue
-        # Forks of a zygote keep its command line (grading/zygote.py).
-        keys = ("kernellab.grading.child", "kernellab.grading.judge", "kernellab/grading/zygote.py") + (
-            ("raylet", "gcs_server", "default_worker.py") if ray_too else ())
-        if not zombie and any(k in cmd for k in keys):
+        if not zombie:
+            live[pid] = cmd
+    ray = {pid for pid, cmd in live.items() if any(k in cmd for k in ("raylet", "gcs_server", "default_worker.py"))}
+    graders = {str(os.getpid())} | ray
+    found = [live[pid][:160] for pid in ray] if ray_too else []
+    for cmd in live.values():
+        if any(k in cmd for k in ("kernellab.grading.child", "kernellab.grading.judge", "kernellab/grading/zygote.py")) \
+                and graders & set(cmd.split()):
             found.append(cmd[:160])
     return found
 
