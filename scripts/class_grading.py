@@ -15,6 +15,7 @@ merged. Scores are compared problem by problem across modes, speed ratios by the
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import pathlib
@@ -96,9 +97,11 @@ def run(modes: list[str], lessons: list[str], per_lesson: int, serial_per_lesson
     for mode in modes:
         logs = work / f"logs-{mode}"
         scores, students, problems = {}, 0, 0
+        busy, gpus = [], 0  # (GPU busy %, seconds) of each class run: grade_class samples the GPU itself
         t0 = time.monotonic()
         ray_started = False
-        with GpuUsage() as usage:
+        # Serial grading has no sampler of its own; a class run's is in its summary.
+        with GpuUsage() if mode == "serial" else contextlib.nullcontext() as usage:
             if mode == "ray_local":
                 import ray
 
@@ -126,13 +129,19 @@ def run(modes: list[str], lessons: list[str], per_lesson: int, serial_per_lesson
                         print(f"--- {f[:80]}\n{r.get('child_log_tail', '')[-1200:]}\n{r.get('judge_log_tail', '')[-600:]}")
                 students += summary["students"]
                 problems += summary["jobs"]
+                gpus = summary["gpus"]
+                if summary["gpu_util_mean"] is not None:
+                    busy.append((summary["gpu_util_mean"], summary["seconds"]))
                 scores |= {f"{lesson}/{s}/{gid}": r[0] for s, res in summary["results"].items() for gid, r in res.items()}
             if ray_started:
                 ray.shutdown()
         wall = time.monotonic() - t0
-        out["modes"][mode] = {"wall_s": round(wall, 1), "students": students, "problems": problems,
-                              "gpus": classqueue.gpu_count() if harness.DEVICE.on_gpu else 0,
-                              "gpu_util_mean": usage.mean(), "per_student_s": round(wall / max(1, students), 1),
+        if mode == "serial":
+            util, gpus = usage.mean(), classqueue.gpu_count() if harness.DEVICE.on_gpu else 0
+        else:
+            util = round(sum(u * t for u, t in busy) / sum(t for _, t in busy), 1) if busy else None
+        out["modes"][mode] = {"wall_s": round(wall, 1), "students": students, "problems": problems, "gpus": gpus,
+                              "gpu_util_mean": util, "per_student_s": round(wall / max(1, students), 1),
                               "jobs": jobs or classqueue.default_jobs()}
         if mode == "ray_local":
             out["modes"][mode]["timing_tasks"], out["modes"][mode]["tasks_beside_timing"] = timing_overlaps(logs)

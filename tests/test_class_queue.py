@@ -329,28 +329,37 @@ def test_stop_while_waiting_for_a_gpu_raises():
 
 def test_a_job_out_of_memory_beside_others_is_graded_again_with_its_gpu_alone(tmp_path, monkeypatch):
     """A problem that ran out of GPU memory while other jobs shared its GPU is graded once more, every process of
-    it holding the GPU alone; the second grading is the one kept."""
+    it holding the GPU alone; the second grading is the one kept (and stored). One that ran out of memory with
+    its GPU to itself (one job at a time) is not graded again: that failure was its own."""
+    from kernellab.problems.base import Outcome
     sub = tmp_path / "submitted"
     rel = S.read(__import__("kernellab.paths", fromlist=["repo_root"]).repo_root() / "notebooks" / L / f"{L}.ipynb")
     for s in ("a", "b", "c"):
         (sub / s / L).mkdir(parents=True)
+        rel.metadata["who"] = s
         S.write(rel, sub / s / L / f"{L}.ipynb")
     calls, lock = [], threading.Lock()
 
-    def fake(p, nb, lesson, student, *a, **k):
-        slots = harness._SLOTS
+    def fake(p, nb, *a):
+        slots, who = harness._SLOTS, nb.metadata["who"]
+        time.sleep(0.3)  # long enough for the three jobs at a time to overlap
         with slots.hold(False):  # what a worker process does
             with lock:
                 alone = slots._alone[slots.gpu()]
-                calls.append((student, p.id, alone))
-        oom = student == "b" and p.id == "add_correct" and not alone
+                calls.append((who, p.id, alone))
+        oom = who == "b" and p.id == "add_correct" and not alone
         msg = "`add` raised OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB" if oom else "ok"
-        return (0.0 if oom else 1.0, 1.0, msg), False
-    monkeypatch.setattr(harness, "grade_stored", fake)
+        return Outcome(p.id, 0.0 if oom else 1.0, msg), {}
+    monkeypatch.setattr(harness, "grade_problem", fake)
     out = classqueue.grade_class(tmp_path, L, jobs=3, progress=False)
+    full = problems_of(L)["add_correct"].points
     assert out["regraded_alone"] == ["b/add_correct"]
-    assert out["results"]["b"]["add_correct"] == (1.0, 1.0, "ok")
+    assert out["results"]["b"]["add_correct"] == (full, full, "ok")
     assert [c for c in calls if c[:2] == ("b", "add_correct")] == [("b", "add_correct", False), ("b", "add_correct", True)]
+    calls.clear()
+    alone = classqueue.grade_class(tmp_path, L, jobs=1, progress=False, force=True, only=["add_correct"])
+    assert alone["regraded_alone"] == [] and "out of memory" in alone["results"]["b"]["add_correct"][2]
+    assert len(calls) == 3
     from kernellab.grading.slots import grade_again_alone, out_of_memory
     assert out_of_memory("RuntimeError: CUDA error: out of memory") and not out_of_memory("ok")
     assert grade_again_alone("The process running your code died (exit code 1) while running it")

@@ -108,7 +108,7 @@ def test_a_grading_child_dies_with_its_parent(tmp_path):
     import time
     child = textwrap.dedent("""
         import sys, time
-        from kernellab.grading.child import die_with_parent
+        from kernellab.grading.zygote import die_with_parent
         die_with_parent(int(sys.argv[1]))
         open(sys.argv[2], "w").write("armed")
         time.sleep(60)
@@ -144,6 +144,6 @@ def _alive(pid: int) -> bool:
 def test_a_grading_child_whose_parent_is_already_gone_exits():
     import subprocess
     import sys
-    code = "from kernellab.grading.child import die_with_parent; die_with_parent(1 << 22); print('ran on')"
+    code = "from kernellab.grading.zygote import die_with_parent; die_with_parent(1 << 22); print('ran on')"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 70 and "ran on" not in out.stdout

@@ -10,10 +10,20 @@ def repo_root() -> pathlib.Path:
     return pathlib.Path(__file__).resolve().parents[2]
 
 
+def package_root() -> pathlib.Path:
+    """The folder holding ``kernellab`` (autograder/ in a checkout)."""
+    return pathlib.Path(__file__).resolve().parents[1]
+
+
+def pythonpath_with_package(pythonpath: str | None) -> str:
+    """``pythonpath`` with this kernellab's folder first: a process started with it imports this checkout's."""
+    return os.pathsep.join(p for p in (str(package_root()), pythonpath or "") if p)
+
+
 def tool_env() -> dict:
     """Environment for nbgrader subprocesses: this Python's scripts folder on PATH (nbgrader calls
     the ``alembic`` executable) and this checkout's kernellab importable (a course copy has none)."""
     env = dict(os.environ)
     env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
-    env["PYTHONPATH"] = str(repo_root() / "autograder") + os.pathsep + env.get("PYTHONPATH", "")
+    env["PYTHONPATH"] = pythonpath_with_package(env.get("PYTHONPATH"))
     return env

@@ -15,22 +15,7 @@ import math
 import pathlib
 import sys
 
-
-def die_with_parent(parent_pid: int) -> None:
-    """A grading stopped from outside (Ctrl-C, `timeout`, a killed nbgrader) must not leave this process
-    running on the GPU, where it would slow the next gradings' timed runs. The child runs in its own
-    session (so the budget can kill its whole group), which no signal to the parent's group reaches:
-    Linux kills it when the parent dies; the parent-id check covers a parent that died before that was set."""
-    import os
-    if sys.platform.startswith("linux"):
-        import ctypes
-        import signal
-        try:
-            ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL))  # 1 = PR_SET_PDEATHSIG
-        except (OSError, AttributeError):
-            pass
-    if os.getppid() != parent_pid:
-        os._exit(70)
+from .zygote import die_with_parent
 
 
 def _keep_kernels(rows: list, folder: pathlib.Path) -> None:
@@ -123,7 +108,7 @@ def main(jobdir: str, parent_pid: int) -> int:
         # (README, "How grading works"): compiling and timing them all at every shape cost minutes.
         from kernellab.tuning import rotate_configs
         rotate_configs()
-    if problem.kind == "correctness":  # read, then removed: learner code never finds the inputs on disk
+        # Read, then removed: learner code never finds the inputs on disk.
         cases = torch.load(job_dir / "cases.pt", weights_only=False)
         (job_dir / "cases.pt").unlink()
     why = explain(broken_rules(job["sources"]))

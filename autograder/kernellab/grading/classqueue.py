@@ -119,20 +119,20 @@ def grade_class(course, lesson: str, jobs: int | None = None, force: bool = Fals
         summary["gpus"] = n_gpus if harness.DEVICE.on_gpu else 0
     summary["jobs_n"] = jobs
 
+    # Either way a grading that ran out of memory or died beside others is graded once more alone, in the hook.
+    grade_one = cluster.grade if cluster is not None else \
+        slots.grader(lambda *a: harness.grade_problem(*a), harness._STOP)
+
     def run(job):
         student, p, nb, nb_hash = job
-        if cluster is not None:
-            return harness.grade_stored(p, nb, lesson, student, secret, ceil, facts, env_info, logs_dir, store,
-                                        force, nb_hash=nb_hash, grade=cluster.grade)
-        def grade(again: bool):
-            result = harness.grade_stored(p, nb, lesson, student, secret, ceil, facts, env_info, logs_dir, store,
-                                          force or again, nb_hash=nb_hash)
-            (_, _, message), reused = result
-            return result, "" if reused else message  # a stored result is taken as it is
-        result, again = slots.job(grade, harness._STOP)
-        if again:
-            summary["regraded_alone"].append(f"{student}/{p.id}")
-        return result
+
+        def grade(*args):
+            outcome, record = grade_one(*args)
+            if record.get("regraded_alone"):
+                summary["regraded_alone"].append(f"{student}/{p.id}")
+            return outcome, record
+        return harness.grade_stored(p, nb, lesson, student, secret, ceil, facts, env_info, logs_dir, store, force,
+                                    nb_hash=nb_hash, grade=grade)
 
     bar = None
     if progress:
@@ -156,8 +156,6 @@ def grade_class(course, lesson: str, jobs: int | None = None, force: bool = Fals
                     student, p = job[0], job[1]
                     try:
                         (score, points, message), reused = fut.result()
-                    except KeyboardInterrupt:
-                        raise
                     except Exception as exc:  # noqa: BLE001 - grade_stored catches grading errors; this is a bug
                         score, points, message, reused = 0.0, float(p.points), f"Grading this problem failed: {exc}", False
                     summary["results"].setdefault(student, {})[p.id] = (score, points, message)
@@ -196,12 +194,11 @@ def grade_class(course, lesson: str, jobs: int | None = None, force: bool = Fals
 
 def describe(summary: dict) -> str:
     """The screen at the end: students and problems graded, reused and failed (and why), time per student, GPU use."""
-    n = max(1, summary["students"])
     util = summary.get("gpu_util_mean")
     lines = [f"{summary['lesson']}: {summary['students']} students, {summary['jobs']} problems: "
              f"{summary['graded']} graded, {summary['reused']} reused from the store, {summary['failed']} failed "
              f"({summary.get('backend') or str(summary.get('jobs_n', 0)) + ' jobs'}, {summary['seconds']:.1f} s, "
-             f"{summary['seconds'] / n:.1f} s per student"
+             f"{summary['per_student_s']:.1f} s per student"
              + (f", GPU busy {util:.0f}% on average over {summary['gpus']} GPU(s)" if util is not None else "") + ")"]
     if summary["interrupted"]:
         lines.append("INTERRUPTED: what was graded is stored; run the same command again to resume.")

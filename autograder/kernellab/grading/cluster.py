@@ -21,18 +21,14 @@ from __future__ import annotations
 import functools
 import math
 import os
-import pathlib
 import socket
 import time
 
+from ..paths import package_root, pythonpath_with_package
 from .slots import grade_again_alone
 
 LOCAL = "local"
 _BUDGETS = ("COMPILE_BUDGET", "RUN_BUDGET", "LOAD_BUDGET")
-
-
-def _package_root() -> pathlib.Path:
-    return pathlib.Path(__file__).resolve().parents[2]  # the folder holding ``kernellab``
 
 
 @functools.lru_cache(maxsize=1)
@@ -101,14 +97,14 @@ def connect(address: str, jobs: int | None = None, init: dict | None = None) -> 
     kw = dict(init or {})
     if address == LOCAL:
         # A local cluster of this machine: its workers import kernellab from here.
-        path = os.pathsep.join(p for p in (str(_package_root()), os.environ.get("PYTHONPATH", "")) if p)
+        path = pythonpath_with_package(os.environ.get("PYTHONPATH"))
         kw.setdefault("num_cpus", max(os.cpu_count() or 1, jobs or 0))
         ray.init(include_dashboard=False, log_to_driver=False, runtime_env={"env_vars": {"PYTHONPATH": path}}, **kw)
     else:
         # Another machine's cluster: the package travels with the job (torch, triton and nbformat must be
         # installed on its nodes).
         ray.init(address=address, log_to_driver=False,
-                 runtime_env={"py_modules": [str(_package_root() / "kernellab")]}, **kw)
+                 runtime_env={"py_modules": [str(package_root() / "kernellab")]}, **kw)
     return True
 
 

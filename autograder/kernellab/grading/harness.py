@@ -25,6 +25,7 @@ import torch
 from ..device import DEVICE
 from ..lessons import problems_of
 from ..notebook_cells import grade_id, sources_for
+from ..paths import pythonpath_with_package
 from ..problems.base import (CallResult, Outcome, judge_answers, judge_correctness, judge_function,
                              seeded_generator)
 from . import zygote
@@ -66,8 +67,7 @@ def _child_env(interpreted: bool = False) -> dict:
     env = {k: v for k, v in os.environ.items() if not k.startswith(_DROP_ENV)}
     if interpreted:
         env["KERNELLAB_FORCE_CPU"] = "1"
-    pkg_root = str(pathlib.Path(__file__).resolve().parents[2])
-    env["PYTHONPATH"] = pkg_root + os.pathsep + env.get("PYTHONPATH", "")
+    env["PYTHONPATH"] = pythonpath_with_package(env.get("PYTHONPATH"))
     env["PYTHONUNBUFFERED"] = "1"
     env["PYTHONWARNINGS"] = "ignore"
     # Inductor (the compiled step of lesson 07, compiled by the grader) compiles in this process, on no pool of
@@ -187,13 +187,7 @@ def resume() -> None:
     _STOP.clear()
 
 
-def _kill(proc) -> None:
-    try:
-        os.killpg(proc.pid, 9)
-    except OSError:
-        proc.kill()
-    proc.wait()
-
+_kill = zygote.kill_group
 
 def _versions() -> dict:
     import triton
@@ -414,8 +408,7 @@ def _judge_timing(problem, judged: dict, judge_seed: int, ceil) -> Outcome:
     return judge_speed(problem, judge_seed, m, ceil)
 
 
-def time_pending(problem, pending: PendingTiming, ceil=None, limit_s: float | None = None,
-                 record: dict | None = None) -> tuple[Outcome, dict]:
+def time_pending(problem, pending: PendingTiming, ceil=None, record: dict | None = None) -> tuple[Outcome, dict]:
     """Finish a PendingTiming here: write its judge folder, run the judge (it times), judge the times."""
     record = dict(record or {})
     with tempfile.TemporaryDirectory(prefix="kl-judge-") as tmp:
@@ -426,7 +419,7 @@ def time_pending(problem, pending: PendingTiming, ceil=None, limit_s: float | No
                 return Outcome(problem.id, 0.0, f"Grading this problem failed: a bad file name {rel!r}"), record
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_bytes(data)
-        judged = _run_judge(problem, judge, False, limit_s, record)
+        judged = _run_judge(problem, judge, False, None, record)
     if isinstance(judged, Outcome):
         return judged, record
     return _judge_timing(problem, judged, pending.judge_seed, ceil), record
@@ -484,8 +477,6 @@ def grade_stored(p, nb, lesson: str, student: str, secret: bytes, ceil, facts: d
         seed = problem_seed(secret, student, lesson, p.id)
         try:
             outcome, record = (grade or grade_problem)(p, nb, seed, ceil, facts, lesson)
-        except KeyboardInterrupt:
-            raise
         except Exception as exc:  # noqa: BLE001 - a harness failure costs this problem, not the notebook
             outcome, record = Outcome(p.id, 0.0, f"Grading this problem failed: {type(exc).__name__}: {exc}"), {}
         fraction, message = outcome.fraction, outcome.message

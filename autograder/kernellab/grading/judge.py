@@ -92,7 +92,7 @@ def replay_function(rec: dict, folder: str, device: str):
 
 
 def main(jobdir: str, parent_pid: int) -> int:
-    from .child import die_with_parent
+    from .zygote import die_with_parent
     die_with_parent(parent_pid)
     job_dir = pathlib.Path(jobdir).resolve()
     job = json.loads((job_dir / "judge.json").read_text())

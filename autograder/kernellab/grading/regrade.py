@@ -57,16 +57,12 @@ def regrade(lesson: str, problems=None, times: int = 20, notebook=None, progress
         bar = tqdm(total=len(untimed) + len(timed), desc=f"regrading {lesson}", file=sys.stdout)
 
     slots = GpuSlots(1) if jobs > 1 else None
+    grade = slots.grader(grade_problem, harness._STOP) if slots is not None else grade_problem
 
     def one(pid):
         seed = int.from_bytes(os.urandom(6), "little")
-        if slots is None:
-            return pid, grade_problem(wanted[pid], nb, seed, ceil, facts, lesson)[0]
-        def grade(again: bool):
-            outcome = grade_problem(wanted[pid], nb, seed, ceil, facts, lesson)[0]
-            return outcome, outcome.message
-        outcome, again = slots.job(grade, harness._STOP)
-        if again:
+        outcome, record = grade(wanted[pid], nb, seed, ceil, facts, lesson)
+        if record.get("regraded_alone"):
             res[pid]["regraded_alone"] = res[pid].get("regraded_alone", 0) + 1
         return pid, outcome
 

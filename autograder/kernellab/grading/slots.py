@@ -9,7 +9,7 @@ it starts once the untimed processes already running there have ended. GPUs do n
 timed run on GPU 0 leaves GPU 1's untimed work going (the timer reads the GPU, which they do not touch).
 
 A job whose process ran out of GPU memory beside others (another submission's huge buffers can cause it) is
-graded once more with its GPU alone (``whole_gpu``), so memory taken by others never costs it points.
+graded once more with its GPU alone (``grader``, ``whole_gpu``), so memory taken by others never costs it points.
 
 Grading one notebook (nbgrader, ``kernellab grade``) uses no slots: one process at a time is alone anyway.
 """
@@ -35,6 +35,7 @@ class GpuSlots:
         self._alone = [False] * self.n  # a timed process running on each GPU
         self._waiting = [0] * self.n  # timed processes waiting for each GPU
         self._jobs = [0] * self.n  # jobs placed on each GPU
+        self._placed = [0] * self.n  # jobs ever placed on each GPU (did another start beside mine?)
         self._local = threading.local()
         self.timed_runs = 0  # how many timed processes ran (a test's count)
 
@@ -44,6 +45,7 @@ class GpuSlots:
         with self._cv:
             gpu = min(range(self.n), key=lambda g: self._jobs[g])
             self._jobs[gpu] += 1
+            self._placed[gpu] += 1
         self._local.gpu = gpu
         try:
             yield gpu
@@ -104,16 +106,25 @@ class GpuSlots:
         finally:
             holder.release()
 
-    def job(self, grade, stop: threading.Event | None = None):
-        """Run one grading job on the GPU with the fewest jobs: ``grade(again)`` returns (result, message);
-        a message saying it ran out of memory or died beside others (grade_again_alone) has it graded once more
-        with every process holding the GPU alone, ``again`` True. Returns (result, graded again alone?)."""
-        with self.place():
-            result, message = grade(False)
-            if not grade_again_alone(message):
-                return result, False
-            with self.whole_gpu(stop):
-                return grade(True)[0], True
+    def grader(self, grade, stop: threading.Event | None = None):
+        """``grade`` (harness.grade_problem's signature and return) as one job on the GPU with the fewest jobs: the
+        grade hook of harness.grade_stored. A grading that ran out of GPU memory or died while another job was on
+        its GPU (grade_again_alone) is graded once more with every process holding the GPU alone; its record says
+        so (``regraded_alone``)."""
+        def hook(*args):
+            with self.place() as g:
+                with self._cv:
+                    placed, beside = self._placed[g], self._jobs[g] > 1
+                outcome, record = grade(*args)
+                with self._cv:  # another job on this GPU when it started, or one placed there since
+                    shared = beside or self._placed[g] != placed
+                if not (shared and grade_again_alone(outcome.message)):
+                    return outcome, record
+                with self.whole_gpu(stop):
+                    outcome, record = grade(*args)
+                record["regraded_alone"] = True
+                return outcome, record
+        return hook
 
     @contextlib.contextmanager
     def whole_gpu(self, stop: threading.Event | None = None):

@@ -28,7 +28,7 @@ import subprocess
 import sys
 import threading
 
-_PR_SET_NAME, _PR_SET_DUMPABLE = 15, 4
+_PR_SET_PDEATHSIG, _PR_SET_NAME, _PR_SET_DUMPABLE = 1, 15, 4
 # Changed per job, so not part of which zygote a job forks from (nothing reads them before the fork's own code).
 _PER_JOB_ENV = ("CUDA_VISIBLE_DEVICES", "TRITON_CACHE_DIR")
 
@@ -39,6 +39,27 @@ def _prctl(option: int, value) -> None:
         ctypes.CDLL(None, use_errno=True).prctl(option, value, 0, 0, 0)
     except (OSError, AttributeError):
         pass
+
+
+def die_with_parent(parent_pid: int) -> None:
+    """A grading stopped from outside (Ctrl-C, `timeout`, a killed nbgrader) must not leave this process
+    running on the GPU, where it would slow the next gradings' timed runs. A grading process runs in its own
+    session (so the budget can kill its whole group), which no signal to the parent's group reaches: Linux kills
+    it when the parent dies; the parent-id check covers a parent that died before that was set. (Here, not in
+    child.py: the zygote runs as a script that must not import kernellab.)"""
+    if sys.platform.startswith("linux"):
+        _prctl(_PR_SET_PDEATHSIG, 9)  # SIGKILL
+    if os.getppid() != parent_pid:
+        os._exit(70)
+
+
+def kill_group(proc) -> None:
+    """Kill a grading process (a Popen or a Forked) and its whole group (its own session), and reap it."""
+    try:
+        os.killpg(proc.pid, 9)
+    except OSError:
+        proc.kill()
+    proc.wait()
 
 
 def _name(name: str) -> None:
@@ -76,9 +97,7 @@ def _become(req: dict, ctl: tuple, zygote_pid: int, preloaded_env: dict) -> None
         for fd in ctl:
             os.close(fd)
         os.setsid()
-        _prctl(1, 9)  # dies with the zygote from the start (the job's own code sets this again, for the zygote)
-        if os.getppid() != zygote_pid:
-            os._exit(70)
+        die_with_parent(zygote_pid)  # from the start, before the job's module is even imported
         _prctl(_PR_SET_DUMPABLE, 1)
         _name("kl-" + req["module"].rsplit(".", 1)[-1])
         log = os.open(req["log"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -116,9 +135,7 @@ def serve(parent_pid: int, full: bool) -> None:
     # Run as a script, not ``-m kernellab...``: importing the package would read the GPU, initialising CUDA.
     if sys.path and os.path.abspath(sys.path[0]) == os.path.dirname(os.path.abspath(__file__)):
         del sys.path[0]  # grading/'s own files are not top-level modules
-    _prctl(1, 9)  # PR_SET_PDEATHSIG = SIGKILL: it dies with the grader (see child.die_with_parent)
-    if os.getppid() != parent_pid:
-        os._exit(70)
+    die_with_parent(parent_pid)
     _prctl(_PR_SET_DUMPABLE, 0)
     _name("kl-zygote")
     # The control pipes move off 0 and 1, so nothing an import prints can corrupt them; forks close them.
@@ -261,11 +278,7 @@ class Zygote:
 
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
-            try:
-                os.killpg(self.proc.pid, 9)
-            except OSError:
-                self.proc.kill()
-            self.proc.wait()
+            kill_group(self.proc)
 
 
 _ZYGOTES: dict = {}

@@ -1,7 +1,7 @@
 """Lesson 07 on the GPU: the fused LayerNorm backward against PyTorch's eager backward, lesson 06's formula,
 torch.compile's backward and Liger-Kernel's (where installed) at widths 768-8192; graph breaks of lesson 06's
 block (autograd.Functions) and of lesson 07's (custom ops); launch cost; and the block's training step, yours
-compiled against eager + SDPA, torch.compile of it, and eager + SDPA replayed from a CUDA graph. Called by
+compiled against eager + SDPA and torch.compile of it, each also replayed from a CUDA graph. Called by
 ``kernellab bench``; ``--quick`` on a machine without a GPU is a smoke test of this code (interpreter, tiny
 shapes, host-clock times that mean nothing) and writes its report all the same, marked as such."""
 from __future__ import annotations
@@ -16,17 +16,12 @@ import torch
 from ...device import DEVICE
 
 LESSON = "07_ship_it"
-WIDTHS = (768, 1024, 2048, 4096, 8192)
 TARGETS = {"ln_backward_vs_eager": 2.0, "ln_backward_vs_compile": 1.0, "step_vs_sdpa": 1.1, "step_vs_compile": 1.0}
 EAGER, COMPILE, YOURS = "eager (autograd of F.layer_norm)", "torch.compile's backward", "yours (Triton, fused)"
 
 
-def _times(fns: dict, rounds: int) -> dict:
-    """name -> median ms: the course's interleaved GPU timer, or on the CPU the host clock (smoke test only)."""
-    if DEVICE.on_gpu:
-        from ...timing import interleaved
-        t = interleaved(fns, rounds)
-        return {n: t[n] for n in fns}
+def _host_clock(fns: dict, rounds: int) -> dict:
+    """name -> median ms by the host clock: the CPU smoke test's stand-in for the course's GPU timer."""
     out = {}
     for n, f in fns.items():
         f()
@@ -39,21 +34,23 @@ def _times(fns: dict, rounds: int) -> dict:
     return out
 
 
+def _timer():
+    from . import problems as L
+    return L._interleaved if DEVICE.on_gpu else _host_clock
+
+
 def bench_ln_backward(fn, quick: bool) -> dict:
     from ...compare import rel_error
     from . import problems as L
-    dev = DEVICE.torch_device
-    widths = WIDTHS if DEVICE.on_gpu else (64, 96)
+    widths = L.LN_WIDTHS if DEVICE.on_gpu else (64, 96)
     rows = (L.SPEED_ROWS // 2) if DEVICE.on_gpu else 32
+    times = L.time_ln_backward(fn, widths, rows, 1 if quick else 5, timer=_timer())
     res = {}
     for d in widths:
-        inputs = L._ln_speed_inputs(torch.Generator(dev).manual_seed(d), dev, rows=rows, cols=d)
-        got = fn(*inputs)
-        ref = L.ln_grads(*inputs, dtype=torch.float32)
+        inputs = L.ln_inputs_at(d, rows)
+        got, ref = fn(*inputs), L.ln_grads(*inputs, dtype=torch.float32)
         errors = {n: rel_error(g, r) for n, g, r in zip(("dx", "dweight", "dbias"), got, ref)}
-        t = _times(L.ln_backward_contenders(fn, inputs), 1 if quick else 5)
-        res[d] = {"rows": rows, "ms": t, "errors": errors,
-                  "bytes": 4 * rows * d * 2}
+        res[d] = {"rows": rows, "ms": times[d], "errors": errors, "bytes": 4 * rows * d * 2}
     return res
 
 
@@ -76,33 +73,19 @@ def bench_launch(fn) -> dict:
     from . import problems as L
     if not DEVICE.on_gpu:
         return {}
-    dev = DEVICE.torch_device
-
-    def make(n):
-        return L._ln_speed_inputs(torch.Generator(dev).manual_seed(n), dev, rows=max(1, n // 1024), cols=1024)
-    return {str(n): r for n, r in L.launch_cost(fn, make).items()}
+    return {str(n): r for n, r in L.launch_cost(fn, L.launch_inputs).items()}
 
 
 def bench_steps(fn07, quick: bool) -> dict:
     from . import problems as L
     s = L.GPU_SHAPE if DEVICE.on_gpu else L.Shape(1, 40, 64, 2, 128)
-    dev = DEVICE.torch_device
-    dtype = torch.float16
-    x, params, dout, H = L.unpack(L.block_inputs(torch.Generator(dev).manual_seed(3), s, dtype, dev))
     fns = L.step_contenders(fn07)
     if not DEVICE.on_gpu:  # the interpreter: Inductor would compile C++ for minutes; the capture backend stands in
         fns.pop("torch.compile(eager + SDPA)")
-    calls = {n: (lambda f=f: f(x, params, dout, H)) for n, f in fns.items()}
     t0 = time.perf_counter()
-    for f in calls.values():  # compiles (Inductor) here, outside the timed rounds
-        f()
+    calls = L.step_calls(fns, s, graphs=DEVICE.on_gpu)  # compiles (Inductor) here, outside the timed rounds
     compile_s = time.perf_counter() - t0
-    if DEVICE.on_gpu:  # each step replayed from a CUDA graph: what it costs once the host's launches are gone
-        for n in list(calls):
-            replay = L.cuda_graph_of(calls[n])
-            if replay is not None:
-                calls[f"{n} in a CUDA graph"] = replay
-    times = _times(calls, 1 if quick else 5)
+    times = _timer()(calls, 1 if quick else 5)
     res = {"shape": s._asdict(), "ms": times, "compile_and_first_calls_s": compile_s,
            "tflops": {n: L.block_flops(s, backward=True) / ms / 1e9 for n, ms in times.items()}}
     if DEVICE.on_gpu:  # launch cost included, as PyTorch code pays it: a host-bound step shows here
@@ -130,9 +113,8 @@ def targets(res: dict) -> dict:
 
 def bench_lesson07(quick: bool = False) -> dict:
     from ...notebook_cells import load_solution
-    fn = load_solution(LESSON, ("add_layernorm_backward",))["add_layernorm_backward"]
-    fn07 = load_solution(LESSON, ("block_forward",))["block_forward"]
-    fn06 = load_solution("06_profile_first", ("block_forward",))["block_forward"]
+    sol = load_solution(LESSON, ("add_layernorm_backward", "block_forward", "block_forward_06"))
+    fn, fn07, fn06 = sol["add_layernorm_backward"], sol["block_forward"], sol["block_forward_06"]
     res = {"device": DEVICE.name, "on_gpu": DEVICE.on_gpu, "quick": quick}
     res["ln_backward"] = bench_ln_backward(fn, quick)
     res["graphs"] = bench_graphs(fn06, fn07)
@@ -195,18 +177,3 @@ def write_lesson07(res: dict, out: pathlib.Path) -> None:
     (out / "lesson07.md").write_text("\n".join(lines) + "\n")
     (out / "lesson07.json").write_text(json.dumps(res, indent=1, default=str))
 
-
-def main(argv=None) -> None:
-    import argparse
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", default="assets/bench")
-    ap.add_argument("--quick", action="store_true")
-    a = ap.parse_args(argv)
-    out = pathlib.Path(a.out)
-    out.mkdir(parents=True, exist_ok=True)
-    write_lesson07(bench_lesson07(a.quick), out)
-    print((out / "lesson07.md").read_text())
-
-
-if __name__ == "__main__":
-    main()

@@ -38,9 +38,10 @@ from ...device import DEVICE
 from ...invoke import Refused
 from ...problems.base import Case, CorrectnessProblem, SpeedProblem
 from ...watch import current, policy
-from ..l06_profile_first.problems import (_ATTENTION_OPS, _NORM_BACKWARD_OPS, _NORM_FORWARD_OPS, BLOCK_OUTPUTS,
-                                          EPS, GPU_SHAPE, BlockParams, Shape, _block_cases, _packets, attention_sdpa, block_eager,
-                                          block_flops, block_inputs, block_reference, must_launch, unpack, with_grads)
+from ..l06_profile_first.problems import (_ATTENTION_OPS, _NORM_BACKWARD_OPS, _NORM_FORWARD_OPS, BLOCK, BLOCK_OUTPUTS,
+                                          EPS, GPU_SHAPE, Shape, _block_cases, _block_reference, _bytes, _packets,
+                                          _reference_dx, _speed_inputs, attention_sdpa, block_eager, block_flops,
+                                          block_inputs, must_launch, run_block, unpack, with_grads)
 
 LESSON = "07_ship_it"
 
@@ -170,7 +171,6 @@ COMPILED_DENY = (_NORM_BACKWARD_OPS | _packets("native_layer_norm", "layer_norm"
                  | frozenset(p for p in _ATTENTION_OPS if "attention" in str(p)))
 # Eager, watched: the forward as lesson 06's; the backward may not compute the LayerNorm's gradient in PyTorch.
 STRICT_BACKWARD_DENY = _ATTENTION_OPS | _NORM_BACKWARD_OPS | _NORM_FORWARD_OPS | _packets("mean")
-FORWARD_DENY = _ATTENTION_OPS | _NORM_FORWARD_OPS
 FORWARD_WHY = ("The matmuls, GELU and element-wise ops may stay in PyTorch, but attention and both add + LayerNorms "
                "must run in your Triton kernels, called through your custom ops.")
 BACKWARD_WHY = ("In this lesson the backward's LayerNorm gradient is your Triton kernel too (exercise 1), called "
@@ -335,12 +335,9 @@ def compiled_block_grads(fn, x, params, dout, n_heads):
 
 
 def run_block_eager(fn, x, params, n_heads):
-    with must_launch(2, "the forward launched fewer than 2 Triton kernels: attention and both add + LayerNorms must "
-                        "run your kernels, through your custom ops."), policy(FORWARD_DENY, FORWARD_WHY):
-        out = fn(x, params, n_heads)
-    if not isinstance(out, torch.Tensor):
-        raise Refused(f"block_forward returned a {type(out).__name__}; it must return the block's output tensor.")
-    return out
+    return run_block(fn, x, params, n_heads, why=FORWARD_WHY,
+                     too_few="the forward launched fewer than 2 Triton kernels: attention and both add + LayerNorms "
+                             "must run your kernels, through your custom ops.")
 
 
 def compiled_block_through_autograd(fn, *inputs):
@@ -370,17 +367,11 @@ def _compiled_block_cases(gen, on_gpu):
     return cases if on_gpu else cases[:2]
 
 
-def _block_reference(case):
-    return block_reference(*unpack(case.inputs))
-
-
 COMPILED_BLOCK = CorrectnessProblem(
     "compiled_block_correct", 5, ("block_forward",),
     "the block with your custom ops under torch.compile(fullgraph=True): output and gradients",
     signature="block_forward(x, params, n_heads)", make_cases=_compiled_block_cases, reference=_block_reference,
-    out_dtype=lambda c: (torch.float16,) * len(BLOCK_OUTPUTS),
-    out_shape=lambda c: (tuple(c.inputs[0].shape),) * 2 + tuple(tuple(t.shape) for t in c.inputs[1:13]),
-    outputs=BLOCK_OUTPUTS, call=compiled_block_through_autograd, validate=_is_block, own_outputs=False,
+    out_dtype=BLOCK.out_dtype, out_shape=BLOCK.out_shape, outputs=BLOCK_OUTPUTS, call=compiled_block_through_autograd, validate=_is_block, own_outputs=False,
     hints={"tail": ("Wrong only where N is not a multiple of the block. If the eager block was right, an op "
                     "whose kernel writes into one of its inputs needs mutates_args naming it: the compiler assumes "
                     "undeclared inputs stay as they are.")})
@@ -439,16 +430,9 @@ def compiled_sdpa_step_of(inputs):
     return step
 
 
-def _speed_inputs(gen, device):
-    return block_inputs(gen, GPU_SHAPE, torch.float16, device)
-
-
-def _reference_dx(inputs):
-    return block_reference(*unpack(inputs), dtype=torch.float32)[1]
-
-
 def _block_bytes(inputs):
-    return 3 * (2 * sum(t.numel() for t in inputs[:13]) + 2 * inputs[0].numel())
+    """The forward's least traffic (lesson 06's) three times: forward and backward."""
+    return 3 * _bytes(inputs)
 
 
 STEP_SPEED_SDPA = SpeedProblem(
@@ -501,8 +485,9 @@ def liger_layernorm():
     return LigerLayerNormFunction
 
 
-def ln_backward_contenders(add_layernorm_backward=None, inputs=None) -> dict:
-    """name -> callable() timing one LayerNorm backward on ``inputs`` (the speed problem's by default)."""
+def ln_backward_contenders(add_layernorm_backward, inputs) -> dict:
+    """name -> callable() timing one LayerNorm backward on ``inputs`` (yours too, unless ``add_layernorm_backward``
+    is None)."""
     x, r, w, dy, eps = inputs
     fns = {"eager (autograd of F.layer_norm)": eager_ln_backward_of(inputs),
            "lesson 06 formula in PyTorch": lambda: formula_ln_backward(x, r, w, dy, eps)}
@@ -529,18 +514,24 @@ def ln_backward_contenders(add_layernorm_backward=None, inputs=None) -> dict:
     return fns
 
 
-def time_ln_backward(add_layernorm_backward=None, widths=(768, 1024, 2048, 4096, 8192), rows=SPEED_ROWS // 2,
-                     rounds: int = 3) -> dict:
-    """width -> name -> median ms, contenders interleaved (GPU only)."""
+LN_WIDTHS = (768, 1024, 2048, 4096, 8192)
+
+
+def ln_inputs_at(d: int, rows: int = SPEED_ROWS // 2) -> list:
+    """The compared LayerNorm backward's inputs at width ``d`` (the same for every call with these sizes)."""
+    return _ln_speed_inputs(torch.Generator(DEVICE.torch_device).manual_seed(d), DEVICE.torch_device, rows=rows, cols=d)
+
+
+def _interleaved(fns: dict, rounds: int) -> dict:
     from ...timing import interleaved
-    res = {}
-    for d in widths:
-        gen = torch.Generator(DEVICE.torch_device).manual_seed(d)
-        inputs = _ln_speed_inputs(gen, DEVICE.torch_device, rows=rows, cols=d)
-        fns = ln_backward_contenders(add_layernorm_backward, inputs)
-        t = interleaved(fns, rounds)
-        res[d] = {n: t[n] for n in fns}
-    return res
+    t = interleaved(fns, rounds)
+    return {n: t[n] for n in fns}
+
+
+def time_ln_backward(add_layernorm_backward=None, widths=LN_WIDTHS, rows=SPEED_ROWS // 2, rounds: int = 3,
+                     timer=_interleaved) -> dict:
+    """width -> name -> median ms, contenders interleaved by ``timer(fns, rounds)`` (the course's timer: GPU)."""
+    return {d: timer(ln_backward_contenders(add_layernorm_backward, ln_inputs_at(d, rows)), rounds) for d in widths}
 
 
 def compare_ln_backward(add_layernorm_backward, rounds: int = 3):
@@ -614,6 +605,12 @@ def launch_cost(fn, make_args, sizes=(2 ** 10, 2 ** 14, 2 ** 18, 2 ** 22)) -> di
     return res
 
 
+def launch_inputs(n: int) -> list:
+    """The LayerNorm backward's inputs at ``n`` elements, rows of 1024 (launch cost at each size)."""
+    dev = DEVICE.torch_device
+    return _ln_speed_inputs(torch.Generator(dev).manual_seed(n), dev, rows=max(1, n // 1024), cols=1024)
+
+
 def show_launch_cost(add_layernorm_backward):
     """The LayerNorm backward at a few sizes: where the launch, not the kernel, sets the time."""
     if not DEVICE.on_gpu:
@@ -621,11 +618,7 @@ def show_launch_cost(add_layernorm_backward):
               "(assets/bench/lesson07.md) a Triton launch costs tens of microseconds of host time, longer than "
               "the kernel itself below about a million elements.")
         return {}
-    dev = DEVICE.torch_device
-
-    def make(n):
-        return _ln_speed_inputs(torch.Generator(dev).manual_seed(n), dev, rows=max(1, n // 1024), cols=1024)
-    res = launch_cost(add_layernorm_backward, make)
+    res = launch_cost(add_layernorm_backward, launch_inputs)
     for n, r in res.items():
         print(f"{n:>9} elements: kernel {r['kernel_ms'] * 1e3:7.1f} us (course timer), do_bench "
               f"{r['do_bench_ms'] * 1e3:7.1f} us, host {r['host_ms'] * 1e3:7.1f} us per call")
@@ -634,33 +627,35 @@ def show_launch_cost(add_layernorm_backward):
 
 def step_contenders(block_forward=None) -> dict:
     """name -> training-step callable(x, params, dout, n_heads) of each way to run the block (GPU)."""
-    sdpa = {"fn": None}
-
-    def compiled_sdpa(*a):
-        if sdpa["fn"] is None:
-            sdpa["fn"] = compiled_sdpa_step_of(None)
-        return sdpa["fn"](*a)
     fns = {"eager + SDPA": lambda x, p, dout, h: with_grads(_sdpa_forward, x, p, dout, h),
-           "torch.compile(eager + SDPA)": lambda x, p, dout, h: compiled_sdpa(x, *p, dout, h)}
+           "torch.compile(eager + SDPA)": lambda x, p, dout, h: compiled_sdpa_step_of(None)(x, *p, dout, h)}
     if block_forward is not None:
         fns["yours, eager"] = lambda x, p, dout, h: with_grads(block_forward, x, p, dout, h)
         fns["yours, compiled"] = lambda x, p, dout, h: step_through_compile(block_forward, x, *p, dout, h)
     return fns
 
 
-def time_steps(fns: dict, s: Shape = GPU_SHAPE, rounds: int = 3, graphs: bool = True) -> dict:
-    """Median ms of a training step for each contender, interleaved; with ``graphs`` also the eager + SDPA step
-    captured once in a CUDA graph and replayed (what removing the launch cost buys a host-bound step)."""
-    from ...timing import interleaved
+def step_calls(fns: dict, s: Shape = GPU_SHAPE, graphs: bool = True) -> dict:
+    """name -> callable() of each contender's training step on one set of inputs, each called once (Inductor
+    compiles here, not in a timed round); with ``graphs`` each step also captured in a CUDA graph and replayed,
+    "NAME in a CUDA graph" (what removing the host's launch cost buys a host-bound step)."""
     dev = DEVICE.torch_device
     x, params, dout, H = unpack(block_inputs(torch.Generator(dev).manual_seed(3), s, torch.float16, dev))
     calls = {n: (lambda f=f: f(x, params, dout, H)) for n, f in fns.items()}
+    for call in calls.values():
+        call()
     if graphs:
-        replay = cuda_graph_of(lambda: with_grads(_sdpa_forward, x, params, dout, H))
-        if replay is not None:
-            calls["eager + SDPA in a CUDA graph"] = replay
-    t = interleaved(calls, rounds)
-    return {n: t[n] for n in calls} | {f"{n}_all": t[f"{n}_all"] for n in calls}
+        for n in list(calls):
+            replay = cuda_graph_of(calls[n])
+            if replay is not None:
+                calls[f"{n} in a CUDA graph"] = replay
+    return calls
+
+
+def time_steps(fns: dict, s: Shape = GPU_SHAPE, rounds: int = 3, graphs: bool = True, timer=_interleaved) -> dict:
+    """Median ms of a training step for each contender (and, ``graphs``, each replayed from a CUDA graph),
+    interleaved by ``timer(fns, rounds)``."""
+    return timer(step_calls(fns, s, graphs), rounds)
 
 
 def cuda_graph_of(step):
@@ -682,16 +677,15 @@ def cuda_graph_of(step):
 
 
 def compare_steps(block_forward, rounds: int = 3):
-    """The capstone's comparison: eager + SDPA, torch.compile of it, yours eager and compiled, and eager + SDPA
-    replayed from a CUDA graph."""
+    """The capstone's comparison: eager + SDPA, torch.compile of it, yours eager and compiled, and each replayed
+    from a CUDA graph."""
     if not DEVICE.on_gpu:
         print("No GPU: the comparison needs one. assets/bench/lesson07.md has an H100's numbers.")
         return {}
     res = time_steps(step_contenders(block_forward), rounds=rounds)
     base = res["eager + SDPA"]
     for n, ms in res.items():
-        if not n.endswith("_all"):
-            print(f"{n:>30}: {ms:.3f} ms per training step ({base / ms:.2f}x eager + SDPA)")
+        print(f"{n:>45}: {ms:.3f} ms per training step ({base / ms:.2f}x eager + SDPA)")
     return res
 
 

@@ -29,7 +29,7 @@ def two_stage_reduction(rows: int = 24, programs: int = 4, cols: int = 8):
         a.set_xlabel("columns (d)")
         a.set_ylabel("rows")
         filled = np.clip(min(step, per) / per, 0, 1)
-        part = np.where(np.arange(used)[:, None] >= 0, np.arange(used)[:, None], np.nan) * np.ones((used, cols))
+        part = np.arange(used)[:, None] * np.ones((used, cols))  # row k: program k's partial sums
         b.imshow(part, cmap="tab10", vmin=0, vmax=9, aspect="auto", alpha=0.25 + 0.75 * filled)
         b.set_title(f"partial sums, {used} x d, float32\n({filled:.0%} of each run added)", fontsize=9)
         b.set_xlabel("columns")
