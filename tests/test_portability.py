@@ -1,6 +1,8 @@
 """Graded code runs on every GPU from a T4 (sm_75) up: no bf16, FP8 or TMA in graded cells, and every
 kernel that uses tl.dot is autotuned over configurations that include ones fitting 64 KB of shared
-memory (the first one, which the interpreter uses, among them)."""
+memory (the first one, which the interpreter uses, among them). The exception is a lesson about newer
+hardware (lesson 08, Hopper): every one of its speed problems names the GPU it needs, and below it the
+lesson's kernels run in the interpreter (test_mode.py)."""
 import inspect
 import re
 
@@ -18,12 +20,28 @@ from kernellab.tuning import T4_SHARED_BYTES, shared_bytes
 NOT_ON_A_T4 = re.compile(r"bfloat16|float8|fp8|make_tensor_descriptor|_experimental_descriptor|\btma\b", re.I)
 
 
+def _needs_newer_gpu(lesson) -> bool:
+    return any(p.min_capability for p in problems_of(lesson).values())
+
+
+PORTABLE = [lesson for lesson in LESSONS if not _needs_newer_gpu(lesson)]
+
+
+def test_a_lesson_about_newer_hardware_says_so_on_every_speed_problem():
+    newer = [lesson for lesson in LESSONS if _needs_newer_gpu(lesson)]
+    assert newer == ["08_hopper"]
+    for lesson in newer:
+        for p in problems_of(lesson).values():
+            if p.kind == "speed":
+                assert tuple(p.min_capability) == (9, 0), p.id
+
+
 def _graded_names(lesson):
     return tuple(sorted({n for p in problems_of(lesson).values() if p.kind in ("correctness", "speed")
                          for n in p.names}))
 
 
-@pytest.mark.parametrize("lesson", list(LESSONS))
+@pytest.mark.parametrize("lesson", PORTABLE)
 def test_graded_cells_use_nothing_a_t4_lacks(lesson):
     nb = read_notebook(repo_root() / "solutions" / lesson / f"{lesson}.ipynb")
     sources, missing = sources_for(nb, _graded_names(lesson))
@@ -33,7 +51,7 @@ def test_graded_cells_use_nothing_a_t4_lacks(lesson):
         assert not NOT_ON_A_T4.search(code), (lesson, NOT_ON_A_T4.search(code).group(0))
 
 
-@pytest.mark.parametrize("lesson", list(LESSONS))
+@pytest.mark.parametrize("lesson", PORTABLE)
 def test_dot_kernels_are_autotuned_over_configs_that_fit_a_t4(lesson):
     ns = load_solution(lesson, _graded_names(lesson))
     tuned = {id(v.fn): v for v in ns.values() if isinstance(v, Autotuner)}

@@ -25,9 +25,22 @@ def _interpret_requested() -> bool:
     return os.environ.get(ENV_FLAG, "0").lower() in ("1", "true", "on", "yes")
 
 
+def _too_old() -> bool:
+    """A notebook that needs a newer GPU than this one (lesson 08 sets KERNELLAB_MIN_CAPABILITY=9.0 before
+    importing kernellab: TMA and FP8 tensor cores need Hopper) runs its kernels in the interpreter instead."""
+    want = os.environ.get("KERNELLAB_MIN_CAPABILITY", "")
+    if not want or not torch.cuda.is_available():
+        return False
+    try:
+        major, minor = (int(x) for x in want.split(".", 1))
+    except ValueError:
+        return False
+    return torch.cuda.get_device_capability(0) < (major, minor)
+
+
 def choose_mode() -> bool:
     """Return True when kernels run on a CUDA GPU, False for the CPU interpreter."""
-    forced_cpu = os.environ.get("KERNELLAB_FORCE_CPU", "0") == "1"
+    forced_cpu = os.environ.get("KERNELLAB_FORCE_CPU", "0") == "1" or _too_old()
     has_gpu = torch.cuda.is_available() and not forced_cpu and not _interpret_requested()
     if has_gpu:
         return True

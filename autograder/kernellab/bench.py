@@ -21,7 +21,7 @@ def run_bench(out_dir: str, quick: bool = False, lessons=None) -> None:
     out.mkdir(parents=True, exist_ok=True)
     print(fingerprint())
     lessons = lessons or ["01_roofline_vector_add", "02_tiled_matmul", "03_fused_softmax_layernorm",
-                          "04_flash_attention", "06_profile_first", "07_ship_it"]
+                          "04_flash_attention", "06_profile_first", "07_ship_it", "08_hopper"]
     if "01_roofline_vector_add" in lessons:
         from .lessons.l01_roofline_vector_add.bench import _write_lesson01, bench_lesson01
         _write_lesson01(bench_lesson01(quick), out)
@@ -46,3 +46,9 @@ def run_bench(out_dir: str, quick: bool = False, lessons=None) -> None:
         from .lessons.l07_ship_it.bench import bench_lesson07, write_lesson07
         write_lesson07(bench_lesson07(quick), out)
         print((out / "lesson07.md").read_text())
+    if "08_hopper" in lessons:
+        from .lessons.l08_hopper.bench import bench_lesson08, write_lesson08
+        res08 = bench_lesson08(quick)
+        write_lesson08(res08, out)
+        if res08 is not None:
+            print((out / "lesson08.md").read_text())

@@ -59,3 +59,23 @@ def patch_interpreter_autotune() -> bool:
     run._original = original  # the autotuner as on a GPU (a test's way past this patch)
     Autotuner.run = run
     return True
+
+
+def _scratch(size: int, alignment: int, stream):
+    import torch
+    return torch.empty(size, dtype=torch.int8, device="cuda")
+
+
+def ensure_triton_allocator() -> bool:
+    """A kernel that builds TMA descriptors on the device (``tl.make_tensor_descriptor``) needs a little global
+    scratch memory per program, which Triton asks ``triton.set_allocator``'s function for at launch. Set one
+    that takes it from PyTorch's caching allocator, unless the code already set its own. Triton keeps it in a
+    context variable: call this in the thread that launches. Returns True when it was set here."""
+    try:
+        from triton.runtime import _allocation
+    except ImportError:  # Triton before 3.3 has no device-side descriptors
+        return False
+    if not isinstance(_allocation._allocator.get(), _allocation.NullAllocator):
+        return False
+    _allocation.set_allocator(_scratch)
+    return True

@@ -65,7 +65,7 @@ def _check(problem, *objs):
         _rules(problem, objs)
     if isinstance(problem, SpeedProblem):
         return _check_speed(problem, objs[0])
-    if isinstance(problem, CorrectnessProblem) and problem.interpreted and DEVICE.on_gpu:
+    if isinstance(problem, CorrectnessProblem) and problem.max_reads is not None and DEVICE.on_gpu:
         return _check_reads_on_gpu(problem, objs[0])
     if isinstance(problem, CorrectnessProblem):
         out = _correctness(problem, objs[0])
@@ -135,6 +135,10 @@ def _check_speed(problem: SpeedProblem, fn):
         out = _correctness(problem.precheck, fn)
         if not out.passed:
             raise CheckFailed(f"{problem.title}: not timed, because the function is not correct yet. {out.message}")
+    if DEVICE.on_gpu and problem.below_capability():
+        _verdict(problem, 0.0, not_here=f"graded only on sm_{problem.min_capability[0]}{problem.min_capability[1]}+")
+        say(f"◌ {problem.title}: {problem.not_gradable_here()}")
+        return None
     if not DEVICE.on_gpu:
         _verdict(problem, 0.0, not_here="speed is measured only on a GPU")
         say(f"◌ {problem.title}: speed is only measured on a GPU. This machine runs Triton in its CPU "

@@ -250,7 +250,11 @@ class Replay:
         bases = self._allocate(inputs, guarded)
         self.bases = bases
         self.copied = 0
-        stream = torch.cuda.current_stream().cuda_stream if not self.interpreted else None
+        stream = None
+        if not self.interpreted:
+            from .compat import ensure_triton_allocator
+            ensure_triton_allocator()  # a kernel that builds TMA descriptors asks for scratch memory at launch
+            stream = torch.cuda.current_stream().cuda_stream
         for e in self.rec["events"]:
             op = e["op"]
             if op == "launch":

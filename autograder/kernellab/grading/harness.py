@@ -224,9 +224,9 @@ def grade_problem(problem, nb, seed: int, ceil=None, facts: dict | None = None,
     sources, missing = sources_for(nb, problem.names)
     if missing:
         return Outcome(problem.id, 0.0, missing), record
-    if problem.needs_gpu and not DEVICE.on_gpu:
-        what = "Speed" if problem.kind == "speed" else "This problem (it reads a GPU profile)"
-        return Outcome(problem.id, 0.0, f"{what} is only graded on a GPU; this grading machine has none."), record
+    why = problem.not_gradable_here()
+    if why:
+        return Outcome(problem.id, 0.0, why), record
     if replayable(problem):
         return _grade_by_replay(problem, sources, seed, ceil, lesson, limit_s, record, defer_timing)
     with tempfile.TemporaryDirectory(prefix="kl-grade-") as tmp:

@@ -60,9 +60,29 @@ class Problem:
     points: float
     names: tuple  # what the learner defines: function or answer variable names
     title: str
+    # The oldest GPU whose hardware the problem is about ((9, 0): TMA and Hopper's FP8 tensor cores). Below it a
+    # speed problem awards nothing, and a correctness problem runs in the CPU interpreter.
+    min_capability: tuple | None = None
 
     kind = "base"
     needs_gpu = False
+
+    def below_capability(self) -> bool:
+        """This machine's GPU (if any) is older than the problem needs."""
+        from ..device import DEVICE
+        return bool(self.min_capability and DEVICE.on_gpu and DEVICE.capability < tuple(self.min_capability))
+
+    def not_gradable_here(self) -> str | None:
+        """Why this machine cannot judge the problem at all (a speed problem without the GPU it is about)."""
+        from ..device import DEVICE
+        if self.needs_gpu and not DEVICE.on_gpu:
+            what = "Speed" if self.kind == "speed" else "This problem (it reads a GPU profile)"
+            return f"{what} is only graded on a GPU; this grading machine has none."
+        if self.needs_gpu and self.below_capability():
+            need = "sm_{}{}".format(*self.min_capability)
+            return (f"This is graded only on a GPU of {need} or newer (it times hardware that older GPUs lack); "
+                    f"this machine's GPU is {DEVICE.cc}, so nothing is awarded here.")
+        return None
 
 
 # ---------------------------------------------------------------- correctness
@@ -101,7 +121,7 @@ class CorrectnessProblem(Problem):
 
     @property
     def interpreted(self) -> bool:
-        return self.max_reads is not None
+        return self.max_reads is not None or self.below_capability()
 
     @property
     def n_args(self) -> int:
@@ -213,9 +233,19 @@ def inputs_disturbed(call: str, guards: list, before: list) -> str | None:
     for i, (g, b) in enumerate(zip([g for g in guards if g is not None], before)):
         if not g.guard_intact():
             return f"{call} wrote past the end of input {i}."
-        if not torch.equal(torch.nan_to_num(g.view), torch.nan_to_num(b)):
+        if not _same_values(g.view, b):
             return f"{call} changed its input {i}: inputs must stay as they were."
     return None
+
+
+def _same_values(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Equal element by element, NaN equal to NaN. FP8 has no arithmetic on the CPU: compare its bytes (one
+    NaN pattern per sign in e4m3fn, so equal bytes are equal values)."""
+    if a.dtype != b.dtype or a.shape != b.shape:
+        return False
+    if a.is_floating_point() and a.element_size() == 1:
+        return torch.equal(a.view(torch.uint8), b.view(torch.uint8))
+    return torch.equal(torch.nan_to_num(a), torch.nan_to_num(b))
 
 
 def run_correctness(fn, problem: CorrectnessProblem, cases: list, device: str, stop_on_error=True,
