@@ -97,9 +97,10 @@ MATMUL = CorrectnessProblem(
 
 
 # ------------------------------------------------------------------ FP8
-def _scales(gen):
+def _scales(gen, device="cpu"):
     # products of the two scales between 0.01 and 0.2: a scale applied twice, or not at all, is off by 5x or more
-    return (torch.empty(1).uniform_(0.02, 0.1, generator=gen), torch.empty(1).uniform_(0.5, 2.0, generator=gen))
+    return (torch.empty(1, device=device).uniform_(0.02, 0.1, generator=gen),
+            torch.empty(1, device=device).uniform_(0.5, 2.0, generator=gen))
 
 
 def _fp8_case(gen, m, n, k) -> Case:
@@ -203,8 +204,8 @@ def _fp8_inputs(m, n, k):
     def make(gen, device):
         a = (torch.randn(m, k, generator=gen, device=device) * 4).to(torch.float8_e4m3fn)
         b_t = (torch.randn(n, k, generator=gen, device=device) * 4).to(torch.float8_e4m3fn)
-        sa, sb = _scales(gen)
-        return [a, b_t, sa.to(device), sb.to(device)]
+        sa, sb = _scales(gen, device)
+        return [a, b_t, sa, sb]
     return make
 
 
