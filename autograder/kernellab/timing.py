@@ -249,7 +249,8 @@ def judge_speed(problem: SpeedProblem, seed: int, m: dict, ceil=None):
     if copy_gbps:
         floors.append((need / (copy_gbps * 1e9 * 1.25) * 1e3, f"move the {need / 1e6:.0f} MB the problem needs"))
     if flops and matmul_tflops:
-        floors.append((flops / (matmul_tflops * 1e12 * 1.25) * 1e3, f"do the {flops / 1e9:.0f} GFLOP it needs"))
+        rate = matmul_tflops * getattr(problem, "flop_rate", 1.0)
+        floors.append((flops / (rate * 1e12 * 1.25) * 1e3, f"do the {flops / 1e9:.0f} GFLOP it needs"))
     if floors:
         floor_ms, what = max(floors)
         details["floor_ms"] = floor_ms

@@ -521,6 +521,9 @@ class SpeedProblem(Problem):
     reference_full: Callable = None
     # What timing calls instead of fn(*inputs) (a forward and backward through autograd, say)
     call: Callable = None  # (fn, *inputs) -> output
+    # The tensor cores' rate for the problem's number format over fp16's (FP8 on Hopper: 2): the physical floor
+    # a time must not beat scales the measured fp16 ceiling by it.
+    flop_rate: float = 1.0
 
     kind = "speed"
     needs_gpu = True

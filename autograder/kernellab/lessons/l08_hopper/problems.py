@@ -232,7 +232,7 @@ FP8_SPEED = SpeedProblem(
     baseline_name="torch._scaled_mm (cuBLASLt FP8)", reference_at=_fp8_at, bytes_moved=_fp8_bytes,
     flops=lambda inp: 2 * inp[0].shape[0] * inp[0].shape[1] * inp[1].shape[0], metric="speedup",
     bands=((0.95, 1.0), (0.85, 0.6), (0.7, 0.3)), out_dtype=lambda inp: torch.bfloat16, precheck=FP8,
-    min_capability=HOPPER)
+    min_capability=HOPPER, flop_rate=2.0)
 
 
 def attention_cudnn(q, k, v, causal=False):
