@@ -10,6 +10,7 @@ from ...device import DEVICE
 from ...problems.base import Answer, AnswersProblem, Case, CorrectnessProblem, SpeedProblem
 from ..attention import HINTS as ATTENTION_HINTS, attention_flops, attention_reference, forward_case, qkv, sdpa_on
 from ..attention import shapes as attention_shapes
+from ..l02_tiled_matmul.problems import _matmul_at, _mm_bytes, _mm_flops  # the same matmul, timed the same way
 
 LESSON = "08_hopper"
 HOPPER = (9, 0)
@@ -173,21 +174,6 @@ def _mm_inputs(m, n, k):
     def make(gen, device):
         return [torch.randn(m, k, generator=gen, device=device).half(), torch.randn(k, n, generator=gen, device=device).half()]
     return make
-
-
-def _matmul_at(inputs, idx):
-    a, b = inputs[0], inputs[1]
-    i, j = idx // b.shape[1], idx % b.shape[1]
-    return (a[i].double() * b[:, j].t().double()).sum(dim=1)
-
-
-def _mm_bytes(inputs):
-    a, b = inputs[0], inputs[1]
-    return 2 * (a.numel() + b.numel() + a.shape[0] * b.shape[1])
-
-
-def _mm_flops(inputs):
-    return 2 * inputs[0].shape[0] * inputs[0].shape[1] * inputs[1].shape[-1]
 
 
 def _speed_mm(pid, shape, title, bands):
