@@ -71,3 +71,29 @@ def test_the_benchmark_needs_sm90(capsys):
     from kernellab.lessons.l08_hopper import bench
     assert bench.bench_lesson08(quick=True) is None
     assert "needs sm_90" in capsys.readouterr().out
+
+
+def test_guards_and_unchanged_inputs_compare_fp8_by_bytes():
+    from kernellab.guarded import Guarded, same_elements
+    g = Guarded((4, 4), torch.float8_e4m3fn, "cpu")
+    assert g.guard_intact()
+    g.base[g.span + 5] = 0.5
+    assert not g.guard_intact() and g.first_guard_hit() == 5
+    x = torch.tensor([1.0, float("nan"), 0.0])
+    assert bool(same_elements(x, x.clone()).all())
+    assert not bool(same_elements(x, torch.tensor([1.0, 0.0, 0.0])).all())  # NaN is not 0 (nan_to_num said it was)
+
+
+def test_pad_cost_counts_what_the_answer_says():
+    out = L.pad_cost()
+    assert out["copy_bytes"] == {a.name: a.expected for a in L.TMA_ANSWERS.answers({})}["PAD_BYTES"]
+
+
+def test_shape_bars_draw_one_bar_per_contender_and_shape():
+    import matplotlib
+    matplotlib.use("Agg")
+    from kernellab.sweeps import plot_shape_bars
+    rows = [{"shape": "3000x5000x1500", "yours_tflops": 343.0, "cuBLAS_tflops": 186.0},
+            {"shape": "4096x4096x4096", "n": 4096, "yours_tflops": 712.0, "cuBLAS_tflops": 729.0}]
+    ax = plot_shape_bars(rows, "test")
+    assert len(ax.patches) == 4 and [t.get_text() for t in ax.get_xticklabels()] == [r["shape"] for r in rows]

@@ -98,7 +98,7 @@ def test_forks_are_killed_with_their_group_and_die_with_the_zygote_which_is_repl
     proc, _ = _fork(env, tmp, "sleep", name="a")
     time.sleep(0.5)
     assert proc.poll() is None
-    harness._kill(proc)  # what a budget does: the fork's whole group
+    zygote.kill_group(proc)  # what a budget does: the fork's whole group
     assert proc.returncode == -9
     sleeper, _ = _fork(env, tmp, "sleep", name="b")
     key = next(k for k, z in zygote._ZYGOTES.items() if z.proc is not None and z.proc.poll() is None

@@ -7,8 +7,6 @@ of corrupting the heap - in the CPU interpreter that would abort the whole Pytho
 """
 from __future__ import annotations
 
-import math
-
 import torch
 
 # Elements of guard after every buffer. An unmasked store goes at most one block past the end;
@@ -22,6 +20,20 @@ def poison_value(dtype: torch.dtype):
     if dtype == torch.bool:
         return True
     return torch.iinfo(dtype).min
+
+
+def same_elements(a: torch.Tensor, b) -> torch.Tensor:
+    """Element by element: is ``a`` what ``b`` (a tensor, or one value) holds, NaN matching NaN? 1-byte floats
+    (FP8) are compared by their bytes: the CPU has no arithmetic on them, and an H100 flagged untouched e4m3
+    memory through isnan; e4m3fn has one NaN pattern per sign, so equal bytes are equal values."""
+    if not isinstance(b, torch.Tensor):
+        b = torch.full((1,), b, dtype=a.dtype)
+    b = b.to(a.device)
+    if a.is_floating_point() and a.element_size() == 1:
+        return a.view(torch.uint8) == b.view(torch.uint8)
+    if a.is_floating_point() or a.is_complex():
+        return (a == b) | (torch.isnan(a) & torch.isnan(b))
+    return a == b
 
 
 def contiguous_strides(shape) -> tuple[int, ...]:
@@ -54,15 +66,7 @@ class Guarded:
         self.view = self.base.as_strided(shape, strides, 0)
 
     def _guard_hits(self) -> torch.Tensor:
-        tail = self.base[self.span:]
-        gv = self.guard_value
-        if tail.is_floating_point() and tail.element_size() == 1:
-            # FP8: compare the bytes written, not NaN-ness (an H100 flagged untouched e4m3 guards through isnan)
-            want = torch.full((1,), gv, dtype=tail.dtype).view(torch.uint8).to(tail.device)
-            return tail.view(torch.uint8) != want
-        if isinstance(gv, float) and math.isnan(gv):
-            return ~torch.isnan(tail)
-        return tail != gv
+        return ~same_elements(self.base[self.span:], self.guard_value)
 
     def guard_intact(self) -> bool:
         return not bool(self._guard_hits().any())

@@ -135,7 +135,7 @@ def _check_speed(problem: SpeedProblem, fn):
         out = _correctness(problem.precheck, fn)
         if not out.passed:
             raise CheckFailed(f"{problem.title}: not timed, because the function is not correct yet. {out.message}")
-    if DEVICE.on_gpu and problem.below_capability():
+    if problem.below_capability():
         _verdict(problem, 0.0, not_here=f"graded only on sm_{problem.min_capability[0]}{problem.min_capability[1]}+")
         say(f"◌ {problem.title}: {problem.not_gradable_here()}")
         return None

@@ -84,15 +84,34 @@ def time_contenders(fns: dict, inputs: list, nbytes: int | None = None, rounds: 
 
 
 def matmul_sweep(fns: dict, sizes, rounds: int = 3) -> list[dict]:
-    """TFLOP/s of each ``name -> fn(a, b)`` on square fp16 matmuls, contenders interleaved."""
+    """TFLOP/s of each ``name -> fn(a, b)`` on fp16 matmuls, contenders interleaved. ``sizes``: square sizes N,
+    or (M, N, K) shapes; each row has its ``shape`` label ("MxNxK"), and ``n`` for a square one."""
     from tqdm.auto import tqdm
 
     rows = []
-    for n in tqdm(list(sizes), desc="sizes", file=sys.stdout):
-        a, b = torch.randn(n, n, device="cuda").half(), torch.randn(n, n, device="cuda").half()
+    for size in tqdm(list(sizes), desc="sizes", file=sys.stdout):
+        m, n, k = (size, size, size) if isinstance(size, int) else size
+        a, b = torch.randn(m, k, device="cuda").half(), torch.randn(k, n, device="cuda").half()
         t = time_contenders(fns, [a, b], rounds=rounds)
-        rows.append({"n": n} | {f"{k}_tflops": 2 * n ** 3 / (t[f"{k}_ms"] * 1e-3) / 1e12 for k in fns})
+        row = {"n": n} if isinstance(size, int) else {}
+        rows.append(row | {"shape": f"{m}x{n}x{k}"}
+                    | {f"{key}_tflops": 2 * m * n * k / (t[f"{key}_ms"] * 1e-3) / 1e12 for key in fns})
     return rows
+
+
+def plot_shape_bars(rows: list[dict], title: str, ax=None):
+    """Grouped bars of each contender's TFLOP/s per shape (matmul_sweep's rows): for shapes that no single
+    axis orders, such as misaligned ones beside squares."""
+    import matplotlib.pyplot as plt
+    if ax is None:
+        _, ax = plt.subplots(figsize=(7, 3.2))
+    keys = [k for k in rows[0] if k.endswith("_tflops")]
+    width = 0.8 / len(keys)
+    for i, key in enumerate(keys):
+        ax.bar([x + i * width for x in range(len(rows))], [r[key] for r in rows], width=width,
+               label=key[:-len("_tflops")])
+    ax.set_xticks([x + 0.4 - width / 2 for x in range(len(rows))], [r["shape"] for r in rows], fontsize=8)
+    return _label(ax, "M x N x K", "TFLOP/s (fp16, 2 M N K per call)", title)
 
 
 def plot_series(rows: list[dict], x: str, suffix: str, xlabel: str, ylabel: str, title: str, ax=None,

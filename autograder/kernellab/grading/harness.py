@@ -133,7 +133,7 @@ def _start_child(jobdir, interpreted, limit_s, module, result, extra_env: dict,
             why, phase = _watch(proc, jobdir, budgets, go_alone)
         finally:  # interrupted here (Ctrl-C): the child goes too
             if proc.poll() is None:
-                _kill(proc)
+                zygote.kill_group(proc)
     info = {"exit_code": proc.returncode, "last_phase": phase, "wall_s": time.monotonic() - t0}
     # Only a clean exit after the trusted code wrote its result counts: a result file left by a process
     # that then died (or was made to exit) is not read.
@@ -155,7 +155,7 @@ def _watch(proc, jobdir: pathlib.Path, budgets: dict, go_alone=None) -> tuple[st
     while proc.poll() is None:
         time.sleep(0.05)
         if _STOP.is_set():
-            _kill(proc)
+            zygote.kill_group(proc)
             raise KeyboardInterrupt("grading interrupted")
         try:
             now_phase = (jobdir / "phase").read_text().strip() or phase
@@ -171,7 +171,7 @@ def _watch(proc, jobdir: pathlib.Path, budgets: dict, go_alone=None) -> tuple[st
         if time.monotonic() - since > budgets.get(phase, RUN_BUDGET):
             what = {"compile": "compiling (and autotuning) your kernel",
                     "run": "the graded run"}.get(phase, "loading your code")
-            _kill(proc)
+            zygote.kill_group(proc)
             return (f"Stopped: {what} took longer than its budget of {budgets.get(phase):.0f} s. An endless "
                     "loop, or a kernel far too slow for this size?"), phase
     return None, phase
@@ -187,7 +187,6 @@ def resume() -> None:
     _STOP.clear()
 
 
-_kill = zygote.kill_group
 
 def _versions() -> dict:
     import triton

@@ -317,6 +317,9 @@ def stop_all() -> None:
         for z in _ZYGOTES.values():
             z.stop()
         _ZYGOTES.clear()
+        if _LOG_DIR:  # the zygotes' own logs (each job's log is the job's)
+            import shutil
+            shutil.rmtree(_LOG_DIR.pop(), ignore_errors=True)
 
 
 if __name__ == "__main__":

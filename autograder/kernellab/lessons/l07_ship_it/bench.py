@@ -36,7 +36,7 @@ def _host_clock(fns: dict, rounds: int) -> dict:
 
 def _timer():
     from . import problems as L
-    return L._interleaved if DEVICE.on_gpu else _host_clock
+    return L.interleaved_ms if DEVICE.on_gpu else _host_clock
 
 
 def bench_ln_backward(fn, quick: bool) -> dict:
@@ -89,8 +89,8 @@ def bench_steps(fn07, quick: bool) -> dict:
     res = {"shape": s._asdict(), "ms": times, "compile_and_first_calls_s": compile_s,
            "tflops": {n: L.block_flops(s, backward=True) / ms / 1e9 for n, ms in times.items()}}
     if DEVICE.on_gpu:  # launch cost included, as PyTorch code pays it: a host-bound step shows here
-        import triton
-        res["do_bench_ms"] = {n: triton.testing.do_bench(c) for n, c in calls.items()}
+        from ...timing import do_bench_ms
+        res["do_bench_ms"] = do_bench_ms(calls)
     return res
 
 
@@ -164,10 +164,10 @@ def write_lesson07(res: dict, out: pathlib.Path) -> None:
     st = res["steps"]
     s = st["shape"]
     lines += [f"## Training step: B={s['B']} N={s['N']} d={s['d']} H={s['H']} MLP {s['mlp']}, forward + gradients "
-              f"of x and 12 weights (compile and first calls: {st['compile_and_first_calls_s']:.0f} s)", ""]
+              f"of x and 12 weights (compile, first calls and CUDA-graph capture: {st['compile_and_first_calls_s']:.0f} s)", ""]
     base = st["ms"]["eager + SDPA"]
     db = st.get("do_bench_ms", {})
-    lines += md_table(["version", "ms (course timer)", "x eager + SDPA", "TFLOP/s", "do_bench ms (launches paid)"], [
+    lines += md_table(["version", "ms (course timer)", "x eager + SDPA", "TFLOP/s", "do_bench median ms (launches paid)"], [
         [n, f"{ms:.3f}", f"{base / ms:.2f}", f"{st['tflops'][n]:.1f}", f"{db[n]:.3f}" if n in db else "-"]
         for n, ms in st["ms"].items()])
     if db:

@@ -517,19 +517,25 @@ def ln_backward_contenders(add_layernorm_backward, inputs) -> dict:
 LN_WIDTHS = (768, 1024, 2048, 4096, 8192)
 
 
+def ln_inputs(rows: int, cols: int, seed: int) -> list:
+    """The LayerNorm backward's inputs, (rows, cols), the same for every call with these arguments."""
+    return _ln_speed_inputs(torch.Generator(DEVICE.torch_device).manual_seed(seed), DEVICE.torch_device, rows=rows,
+                            cols=cols)
+
+
 def ln_inputs_at(d: int, rows: int = SPEED_ROWS // 2) -> list:
-    """The compared LayerNorm backward's inputs at width ``d`` (the same for every call with these sizes)."""
-    return _ln_speed_inputs(torch.Generator(DEVICE.torch_device).manual_seed(d), DEVICE.torch_device, rows=rows, cols=d)
+    """The compared LayerNorm backward's inputs at width ``d``."""
+    return ln_inputs(rows, d, seed=d)
 
 
-def _interleaved(fns: dict, rounds: int) -> dict:
+def interleaved_ms(fns: dict, rounds: int) -> dict:
     from ...timing import interleaved
     t = interleaved(fns, rounds)
     return {n: t[n] for n in fns}
 
 
 def time_ln_backward(add_layernorm_backward=None, widths=LN_WIDTHS, rows=SPEED_ROWS // 2, rounds: int = 3,
-                     timer=_interleaved) -> dict:
+                     timer=interleaved_ms) -> dict:
     """width -> name -> median ms, contenders interleaved by ``timer(fns, rounds)`` (the course's timer: GPU)."""
     return {d: timer(ln_backward_contenders(add_layernorm_backward, ln_inputs_at(d, rows)), rounds) for d in widths}
 
@@ -587,28 +593,25 @@ def launch_cost(fn, make_args, sizes=(2 ** 10, 2 ** 14, 2 ** 18, 2 ** 22)) -> di
     host's own time per call (back-to-back calls, one synchronise). GPU only."""
     import time
 
-    import triton
-
-    from ...timing import bench
+    from ...timing import bench, do_bench_ms
     res = {}
     for n in sizes:
         args = make_args(n)
         kernel_ms = bench(lambda: fn(*args))
-        do_bench_ms = triton.testing.do_bench(lambda: fn(*args), warmup=25, rep=100, return_mode="median")
+        paid_ms = do_bench_ms({"call": lambda: fn(*args)})["call"]
         torch.cuda.synchronize()
         t0 = time.perf_counter()
         for _ in range(200):
             fn(*args)
         torch.cuda.synchronize()
-        res[n] = {"kernel_ms": kernel_ms, "do_bench_ms": do_bench_ms,
+        res[n] = {"kernel_ms": kernel_ms, "do_bench_ms": paid_ms,
                   "host_ms": (time.perf_counter() - t0) * 1e3 / 200}
     return res
 
 
 def launch_inputs(n: int) -> list:
     """The LayerNorm backward's inputs at ``n`` elements, rows of 1024 (launch cost at each size)."""
-    dev = DEVICE.torch_device
-    return _ln_speed_inputs(torch.Generator(dev).manual_seed(n), dev, rows=max(1, n // 1024), cols=1024)
+    return ln_inputs(max(1, n // 1024), 1024, seed=n)
 
 
 def show_launch_cost(add_layernorm_backward):
@@ -652,10 +655,10 @@ def step_calls(fns: dict, s: Shape = GPU_SHAPE, graphs: bool = True) -> dict:
     return calls
 
 
-def time_steps(fns: dict, s: Shape = GPU_SHAPE, rounds: int = 3, graphs: bool = True, timer=_interleaved) -> dict:
-    """Median ms of a training step for each contender (and, ``graphs``, each replayed from a CUDA graph),
-    interleaved by ``timer(fns, rounds)``."""
-    return timer(step_calls(fns, s, graphs), rounds)
+def time_steps(fns: dict, rounds: int = 3) -> dict:
+    """Median ms of a training step (at GPU_SHAPE) for each contender and each replayed from a CUDA graph,
+    interleaved by the course's timer."""
+    return interleaved_ms(step_calls(fns, GPU_SHAPE, graphs=True), rounds)
 
 
 def cuda_graph_of(step):

@@ -11,6 +11,7 @@ import sys
 
 import torch
 
+from ...compare import rel_error
 from ...device import DEVICE
 
 LESSON = "08_hopper"
@@ -25,16 +26,9 @@ ATTN_SHAPES = [(D, N, causal) for D in (64, 128) for N in (1024, 4096, 16384) fo
 
 def _time(fns: dict, rounds: int) -> tuple[dict, dict]:
     """Course timer (interleaved medians) and do_bench medians, name -> ms."""
-    from triton.testing import do_bench
-
-    from ...timing import interleaved
+    from ...timing import do_bench_ms, interleaved
     ms = interleaved(fns, rounds)
-    return {k: ms[k] for k in fns}, {k: do_bench(f, warmup=10, rep=50, return_mode="median") for k, f in fns.items()}
-
-
-def _rel(out, ref) -> float:
-    from ...compare import rel_error
-    return rel_error(out, ref)
+    return {k: ms[k] for k in fns}, do_bench_ms(fns, warmup=10, rep=50)
 
 
 def bench_matmuls(matmul, fp8_matmul, rounds: int, quick: bool) -> dict:
@@ -49,7 +43,7 @@ def bench_matmuls(matmul, fp8_matmul, rounds: int, quick: bool) -> dict:
         fl = 2 * m * n * k
         row = {"shape": [m, n, k], "misaligned": (m, n, k) in MISALIGNED, "ms": ms, "do_bench_ms": db,
                "tflops": {c: fl / t / 1e9 for c, t in ms.items()}, "vs_cublas": ms["cuBLAS"] / ms["yours"],
-               "rel_error": _rel(matmul(a, b)[:256], ref)}
+               "rel_error": rel_error(matmul(a, b)[:256], ref)}
         out["matmul"].append(row)
         print({"matmul": row["shape"], "x cuBLAS": round(row["vs_cublas"], 3)}, flush=True)
     for m, n, k in FP8_SHAPES[:1 if quick else None]:
@@ -61,8 +55,8 @@ def bench_matmuls(matmul, fp8_matmul, rounds: int, quick: bool) -> dict:
         ref = (a[:256].float() @ b_t.float().t()) * (0.05 * 1.5)
         fl = 2 * m * n * k
         row = {"shape": [m, n, k], "ms": ms, "do_bench_ms": db, "tflops": {c: fl / t / 1e9 for c, t in ms.items()},
-               "vs_scaled_mm": ms["_scaled_mm"] / ms["yours"], "rel_error": _rel(fp8_matmul(a, b_t, sa, sb)[:256], ref),
-               "scaled_mm_rel_error": _rel(scaled_mm(a, b_t, sa, sb)[:256], ref)}
+               "vs_scaled_mm": ms["_scaled_mm"] / ms["yours"], "rel_error": rel_error(fp8_matmul(a, b_t, sa, sb)[:256], ref),
+               "scaled_mm_rel_error": rel_error(scaled_mm(a, b_t, sa, sb)[:256], ref)}
         out["fp8"].append(row)
         print({"fp8": row["shape"], "x _scaled_mm": round(row["vs_scaled_mm"], 3)}, flush=True)
     return out
@@ -91,7 +85,7 @@ def bench_attention(tma_attention, l04_fwd, l05_bwd, rounds: int, quick: bool) -
                "bwd_ms": bms, "bwd_do_bench_ms": bdb, "bwd_tflops": {c: 2.5 * fl / t / 1e9 for c, t in bms.items()},
                "tma_vs_cudnn": ms["cuDNN"] / ms["yours (TMA)"], "l04_vs_cudnn": ms["cuDNN"] / ms["lesson 04"],
                "l05_bwd_vs_cudnn": bms["cuDNN"] / bms["lesson 05"],
-               "rel_error": _rel(tma_attention(q[:1, :2], k[:1, :2], v[:1, :2], causal)[0], ref_o)}
+               "rel_error": rel_error(tma_attention(q[:1, :2], k[:1, :2], v[:1, :2], causal)[0], ref_o)}
         rows.append(row)
         print({k: (round(v, 3) if isinstance(v, float) else v) for k, v in row.items() if "vs" in k or k in "DN"},
               flush=True)

@@ -10,11 +10,24 @@ from ...device import DEVICE
 from ...problems.base import Answer, AnswersProblem, Case, CorrectnessProblem, SpeedProblem
 from ..attention import HINTS as ATTENTION_HINTS, attention_flops, attention_reference, forward_case, qkv, sdpa_on
 from ..attention import shapes as attention_shapes
-from ..l02_tiled_matmul.problems import _matmul_at, _mm_bytes, _mm_flops  # the same matmul, timed the same way
+# the same fp16 matmul as lesson 02: its operands, timed inputs, sampled reference, bytes and FLOPs
+from ..l02_tiled_matmul.problems import _matmul_at, _mm_bytes, _mm_flops, _operand, _randn_matmul
 
 LESSON = "08_hopper"
 HOPPER = (9, 0)
 TMA_ALIGN = 16  # bytes: TMA's rule for the base address and every stride but the last (which must be 1)
+
+
+def legal_row_length(cols: int, itemsize: int) -> int:
+    """The shortest row (in elements) of at least ``cols`` elements whose bytes are a multiple of 16."""
+    per16 = TMA_ALIGN // itemsize
+    return -(-cols // per16) * per16
+
+
+def pad_bytes(rows: int, cols: int, itemsize: int) -> int:
+    """What copying a (rows, cols) operand into legal rows moves: each element read once and written once (the
+    extra columns are never written: the descriptor's shape stops at ``cols`` and TMA fills past it with zeros)."""
+    return 2 * rows * cols * itemsize
 
 
 def tma_legal(t: torch.Tensor) -> bool:
@@ -31,13 +44,12 @@ ANSWER_SHAPE = {"M": 3000, "N": 5000, "K": 1500}  # the shape where the course's
 
 def _tma_answers(facts):
     M, K = ANSWER_SHAPE["M"], ANSWER_SHAPE["K"]
-    padded_k = -(-K * 2 // TMA_ALIGN) * TMA_ALIGN // 2
     return [
         Answer("ROW_BYTES", K * 2, explain="A row of A holds K fp16 values of 2 bytes: the stride between rows."),
-        Answer("PADDED_K", padded_k, explain=(
+        Answer("PADDED_K", legal_row_length(K, 2), explain=(
             "The smallest row length (in elements) at or above K whose rows are a multiple of 16 bytes: 8 fp16 "
             "values make 16 bytes, so round K up to a multiple of 8.")),
-        Answer("PAD_BYTES", 2 * M * K * 2, explain=(
+        Answer("PAD_BYTES", pad_bytes(M, K, 2), explain=(
             "Padding copies A once into rows of PADDED_K: it reads M * K * 2 bytes and writes as many (the extra "
             "columns are never written or read: the descriptor's shape stops at K, and TMA fills past it with "
             "zeros).")),
@@ -51,16 +63,12 @@ TMA_ANSWERS = AnswersProblem("answers_tma", 2, ("ROW_BYTES", "PADDED_K", "PAD_BY
 
 
 # ------------------------------------------------------------------ the persistent TMA matmul
-def _fp16(rows, cols, gen):
-    return (torch.randn(rows, cols, generator=gen) * float(torch.empty(1).uniform_(0.5, 2.0, generator=gen))).half()
-
-
 def _mm_case(gen, m, n, k) -> Case:
     tags = [t for t, on in (("k_misaligned", (k * 2) % TMA_ALIGN), ("n_misaligned", (n * 2) % TMA_ALIGN),
                             ("m_tail", m % 128), ("tiny", max(m, n, k) < 16)) if on]
     return Case(f"M={m}, N={n}, K={k}" + (" (rows of A not 16-byte multiples)" if (k * 2) % TMA_ALIGN else "")
                 + (" (rows of B and C not 16-byte multiples)" if (n * 2) % TMA_ALIGN else ""),
-                [_fp16(m, k, gen), _fp16(k, n, gen)], tags=tuple(tags))
+                [_operand(m, k, gen), _operand(k, n, gen)], tags=tuple(tags))
 
 
 def _mm_cases(gen, on_gpu):
@@ -170,14 +178,8 @@ FP8_SHAPE = (4096, 4096, 4096)
 ATTENTION_SHAPE = (4, 32, 4096, 128, False)
 
 
-def _mm_inputs(m, n, k):
-    def make(gen, device):
-        return [torch.randn(m, k, generator=gen, device=device).half(), torch.randn(k, n, generator=gen, device=device).half()]
-    return make
-
-
 def _speed_mm(pid, shape, title, bands):
-    return SpeedProblem(pid, 2, ("matmul",), title, signature="matmul(a, b)", make_inputs=_mm_inputs(*shape),
+    return SpeedProblem(pid, 2, ("matmul",), title, signature="matmul(a, b)", make_inputs=_randn_matmul(*shape),
                         baseline=torch.matmul, baseline_name="torch.matmul (cuBLAS)", reference_at=_matmul_at,
                         bytes_moved=_mm_bytes, flops=_mm_flops, metric="speedup", bands=bands,
                         out_dtype=lambda inp: torch.float16, precheck=MATMUL, min_capability=HOPPER)
@@ -271,10 +273,9 @@ def where_this_runs() -> None:
         print(f"{DEVICE.name} ({DEVICE.cc}): TMA, warp specialisation and FP8 tensor cores are here; every check "
               "is graded, speed included.")
         return
-    import os
-    import torch as _t
-    if _t.cuda.is_available() and os.environ.get("KERNELLAB_MIN_CAPABILITY"):
-        cc = "sm_{}{}".format(*_t.cuda.get_device_capability(0))
+    from ..._env import _too_old
+    if _too_old():
+        cc = "sm_{}{}".format(*torch.cuda.get_device_capability(0))
         print(f"This GPU is {cc}: it has no TMA (sm_90) or FP8 tensor cores of Hopper's kind, so the kernels run in "
               "Triton's CPU interpreter, with small shapes. Correctness is checked and graded; speed is not "
               "(Colab's T4, L4 and A100 are all older than sm_90).")
@@ -286,8 +287,8 @@ def where_this_runs() -> None:
 
 def pad_cost(m: int = MISALIGNED_SHAPE[0], k: int = MISALIGNED_SHAPE[2], n: int = MISALIGNED_SHAPE[1]) -> dict:
     """What padding A costs next to the matmul it unlocks, counted (and timed on a GPU)."""
-    padded_k = -(-k * 2 // TMA_ALIGN) * TMA_ALIGN // 2
-    copy_bytes = m * k * 2 + m * padded_k * 2
+    padded_k = legal_row_length(k, 2)
+    copy_bytes = pad_bytes(m, k, 2)
     flops = 2 * m * n * k
     out = {"copy_bytes": copy_bytes, "matmul_flops": flops}
     print(f"A is {m} x {k} fp16: rows of {k * 2} bytes ({'' if k * 2 % 16 == 0 else 'not '}a multiple of 16).")
@@ -330,30 +331,22 @@ def warp_timeline(**kw):
     return _timeline(**kw)
 
 
-def matmul_sweep(matmul=None, fp8_matmul=None, plot: bool = True) -> list[dict]:
-    """TFLOP/s of your matmuls and the libraries' on square and misaligned shapes (sm_90 only)."""
+SWEEP_SHAPES = (2048, 4096, 8192, MISALIGNED_SHAPE, (4095, 4097, 4093))
+
+
+def matmul_sweep(matmul, plot: bool = True) -> list[dict]:
+    """TFLOP/s of your matmul and cuBLAS on squares and on shapes whose rows break the 16-byte rule (GPU only),
+    timed like every sweep of the course (sweeps.matmul_sweep)."""
     if not DEVICE.on_gpu:
         print("No Hopper GPU here: the sweep needs one. assets/bench/lesson08.md has one measured on an H100.")
         return []
-    from triton.testing import do_bench
-    rows = []
-    for m, n, k in ((2048, 2048, 2048), (4096, 4096, 4096), (8192, 8192, 8192), MISALIGNED_SHAPE, (4095, 4097, 4093)):
-        a, b = torch.randn(m, k, device="cuda").half(), torch.randn(k, n, device="cuda").half()
-        row = {"shape": f"{m}x{n}x{k}", "cuBLAS": 2 * m * n * k / do_bench(lambda: torch.matmul(a, b)) / 1e9}
-        if matmul is not None:
-            row["yours"] = 2 * m * n * k / do_bench(lambda: matmul(a, b)) / 1e9
-        rows.append(row)
-        print(f"{row['shape']:>16}: " + ", ".join(f"{kk} {v:6.0f} TFLOP/s" for kk, v in row.items() if kk != "shape"))
-    if plot and rows:
+    from ...sweeps import matmul_sweep as sweep, plot_shape_bars
+    rows = sweep({"yours": matmul, "cuBLAS": torch.matmul}, SWEEP_SHAPES)
+    for r in rows:
+        print(f"{r['shape']:>16}: yours {r['yours_tflops']:6.0f} TFLOP/s, cuBLAS {r['cuBLAS_tflops']:6.0f}")
+    if plot:
         import matplotlib.pyplot as plt
-        fig, ax = plt.subplots(figsize=(7, 3))
-        names = [r["shape"] for r in rows]
-        for i, key in enumerate(("cuBLAS", "yours")):
-            if key in rows[0]:
-                ax.bar([x + 0.4 * i for x in range(len(rows))], [r[key] for r in rows], width=0.4, label=key)
-        ax.set_xticks([x + 0.2 for x in range(len(rows))], names, fontsize=8)
-        ax.set_ylabel("TFLOP/s (fp16)")
-        ax.legend()
+        plot_shape_bars(rows, f"fp16 matmul on {DEVICE.name}")
         plt.show()
     return rows
 
