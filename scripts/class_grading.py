@@ -11,6 +11,12 @@ release. Every submission has all of its lesson's problems graded. ``--serial-pe
 first few of each lesson serially (the serial path is the slow one being replaced; its time per submission is
 what the comparison needs). Runs too long for one sitting can be split by lesson and mode (``--part``) and
 merged. Scores are compared problem by problem across modes, speed ratios by their relative difference.
+
+Speed under load: ``--load-copies N`` adds N copies of the first lesson's solution to its class, and
+``--quiet-regrades N`` first regrades that solution's speed problems N times with nothing else running; the report
+sets the copies' speed ratios, measured while the rest of the class was graded beside them, against the quiet
+ones. Every run also counts, from the records, the grading processes that held a GPU while another timed on it
+(``holds_beside_timing``: the rule of grading/slots.py says none).
 """
 from __future__ import annotations
 
@@ -61,22 +67,35 @@ def _ratios(logs: pathlib.Path, lesson: str) -> dict:
 
 
 def timing_overlaps(logs: pathlib.Path) -> tuple[int, int]:
-    """(timing tasks, other tasks that ran on a timing task's GPU while it timed), from a Ray run's records."""
-    recs = [json.loads(p.read_text()) for p in logs.glob("*/*/*/result.json")]
-    spans = []  # (gpu ids, start, end, is timing)
-    for r in recs:
-        if "task_started" in r:
-            spans.append((tuple(r.get("task_gpu_ids", [])), r["task_started"], r["task_ended"], False))
-        if "timing_started" in r:
-            spans.append((tuple(r.get("timing_gpu_ids", [])), r["timing_started"], r["timing_ended"], True))
-    timing = [s for s in spans if s[3]]
-    bad = sum(1 for t in timing for o in spans if o is not t and set(o[0]) & set(t[0])
-              and o[1] < t[2] and o[2] > t[1])
-    return len(timing), bad
+    """(timed holds, other holds of a grading process on the same GPU while one timed), from a run's records: every
+    grading process's holds on its GPU (slots: [start, end, alone]) are in its problem's record, the worker's,
+    the judge's and a baseline's, with the GPU's slot and, on Ray, the node."""
+    spans = []  # (node, GPU, start, end, alone)
+    for p in logs.glob("*/*/*/result.json"):
+        r = json.loads(p.read_text())
+        for pre in ("", "judge_", "baseline_"):
+            for start, end, alone in r.get(f"{pre}holds") or []:
+                spans.append((r.get("node"), str(r.get(f"{pre}gpu_slot")), start, end, alone))
+    timed = [s for s in spans if s[4]]
+    bad = sum(1 for t in timed for o in spans if o is not t and o[:2] == t[:2] and o[2] < t[3] and o[3] > t[2])
+    return len(timed), bad
+
+
+def speed_spread(values: list[float]) -> dict:
+    """n, min, median, max and (max - min) / median of measured speed ratios."""
+    import statistics
+    if not values:
+        return {"n": 0}
+    med = statistics.median(values)
+    return {"n": len(values), "min": round(min(values), 4), "median": round(med, 4), "max": round(max(values), 4),
+            "spread": round((max(values) - min(values)) / med, 4) if med else None}
 
 
 def run(modes: list[str], lessons: list[str], per_lesson: int, serial_per_lesson: int, jobs: int | None,
-        after_mode=None) -> dict:
+        after_mode=None, load_copies: int = 0, quiet: int = 0) -> dict:
+    """``load_copies``: that many more copies of the first lesson's solution in its class, whose speed ratios,
+    measured while the class is graded beside them, are set against ``quiet`` regrades of the same problems
+    with nothing else running (before any mode)."""
     from kernellab.grading import classqueue, harness
     from kernellab.grading import submissions as S
     from kernellab.grading.gpu_usage import GpuUsage
@@ -85,6 +104,11 @@ def run(modes: list[str], lessons: list[str], per_lesson: int, serial_per_lesson
     work = pathlib.Path(tempfile.mkdtemp(prefix="kl-class-"))
     course = work / "course"
     classes = {lesson: build_class(lesson, per_lesson) for lesson in lessons}
+    load_lesson = lessons[0]
+    if load_copies:
+        from kernellab.grading import corpus as C
+        rel, src = C._notebooks(load_lesson)
+        classes[load_lesson] |= {f"load-{k}": S.filled(rel, src) for k in range(1, load_copies + 1)}
     for lesson, subs in classes.items():
         for student, nb in subs.items():
             d = course / "submitted" / student / lesson
@@ -93,7 +117,16 @@ def run(modes: list[str], lessons: list[str], per_lesson: int, serial_per_lesson
     secret = course_secret(course)
     from kernellab.report import _header
     out = {"lessons": lessons, "per_lesson": per_lesson, "modes": {}, "scores": {}, "ratios": {},
-           "header": _header()}
+           "header": _header(), "load_copies": {load_lesson: load_copies} if load_copies else {}}
+    if quiet:
+        from kernellab.grading.regrade import regrade
+        t0 = time.monotonic()
+        res = regrade(load_lesson, ["speed"], times=quiet, progress=True)
+        out["quiet"] = {"lesson": load_lesson, "wall_s": round(time.monotonic() - t0, 1),
+                        "values": {pid: r["values"] for pid, r in res.items()},
+                        "scores": {pid: r["scores"] for pid, r in res.items()}}
+        if after_mode is not None:
+            after_mode(out)
     for mode in modes:
         logs = work / f"logs-{mode}"
         scores, students, problems = {}, 0, 0
@@ -143,8 +176,8 @@ def run(modes: list[str], lessons: list[str], per_lesson: int, serial_per_lesson
         out["modes"][mode] = {"wall_s": round(wall, 1), "students": students, "problems": problems, "gpus": gpus,
                               "gpu_util_mean": util, "per_student_s": round(wall / max(1, students), 1),
                               "jobs": jobs or classqueue.default_jobs()}
-        if mode == "ray_local":
-            out["modes"][mode]["timing_tasks"], out["modes"][mode]["tasks_beside_timing"] = timing_overlaps(logs)
+        if mode != "serial":
+            out["modes"][mode]["timed_holds"], out["modes"][mode]["holds_beside_timing"] = timing_overlaps(logs)
         out["scores"][mode] = scores
         out["ratios"][mode] = {f"{lesson}/{k}": v for lesson in lessons for k, v in _ratios(logs, lesson).items()}
         if after_mode is not None:  # a run cut short by its time limit keeps the modes it finished
@@ -156,7 +189,8 @@ def merge(parts: list[dict]) -> dict:
     """Parts split by lesson and mode, as one result: walls, counts and GPU busy summed (busy weighted by wall)."""
     out = {"lessons": sorted({ls for p in parts for ls in p["lessons"]}), "modes": {}, "scores": {}, "ratios": {},
            "per_lesson": parts[0]["per_lesson"], "header": next((p["header"] for p in parts if p.get("header")), None),
-           "by_lesson": {}}
+           "by_lesson": {}, "quiet": next((p["quiet"] for p in parts if p.get("quiet")), None),
+           "load_copies": {k: v for p in parts for k, v in (p.get("load_copies") or {}).items()}}
     for p in parts:
         for mode, m in p["modes"].items():
             acc = out["modes"].setdefault(mode, {"wall_s": 0.0, "students": 0, "problems": 0, "gpus": m["gpus"],
@@ -167,7 +201,7 @@ def merge(parts: list[dict]) -> dict:
                     "submissions": m["students"], "per_student_s": m["per_student_s"], "gpu_util_mean": m["gpu_util_mean"]}
             acc["students"] += m["students"]
             acc["problems"] += m["problems"]
-            for k in ("timing_tasks", "tasks_beside_timing"):
+            for k in ("timed_holds", "holds_beside_timing"):
                 if k in m:
                     acc[k] = acc.get(k, 0) + m[k]
             if m["gpu_util_mean"] is not None:
@@ -199,6 +233,29 @@ def compare(res: dict) -> dict:
     return {"scores_identical": not differ, "score_differences": differ[:40], "max_speed_ratio_diff": round(worst, 4)}
 
 
+def under_load(res: dict) -> list[str]:
+    """The report's section on speed under load: each speed problem of the solution regraded with nothing else
+    running (quiet) beside the solution's copies graded within the class, per mode (into ``res["under_load"]``)."""
+    from kernellab.report import md_table
+    quiet = res.get("quiet")
+    if not quiet:
+        return []
+    lesson, rows, table = quiet["lesson"], [], {}
+    for pid, values in quiet["values"].items():
+        table[pid] = {"quiet": speed_spread(values)}
+        for mode, ratios in res["ratios"].items():
+            mine = [v for k, v in ratios.items() if k.startswith(f"{lesson}/") and k.endswith(f"/{pid}")
+                    and k.split("/")[1].split("-")[0] in ("solution", "load")]
+            table[pid][mode] = speed_spread(mine)
+        for mode, st in table[pid].items():
+            rows.append([pid, mode, st["n"], *(st.get(k, "-") for k in ("min", "median", "max")),
+                         f"{st['spread']:.1%}" if st.get("spread") is not None else "-"])
+    res["under_load"] = table
+    return ["", f"Speed under load ({lesson}): the solution's speed problems regraded with nothing else running "
+            "(quiet), beside its copies graded within the class while the rest of the class was graded:", "",
+            *md_table(["problem", "graded", "n", "ratio min", "median", "max", "spread"], rows)]
+
+
 def write(res: dict, out: pathlib.Path, notes: list[str] = ()) -> str:
     from kernellab.report import _header, md_table
     res.update(compare(res))
@@ -206,7 +263,9 @@ def write(res: dict, out: pathlib.Path, notes: list[str] = ()) -> str:
     lines = ["# Grading a class: serial, the local queue, Ray", ""] + (res.get("header") or _header()) + ["",
              f"A synthetic class over {', '.join(res['lessons'])}: {res['per_lesson']} submissions per lesson "
              "(copies of the solution, honest variants, known-wrong submissions, cheats from the corpus, the blank "
-             "release), every problem of each graded (`scripts/class_grading.py`).", ""]
+             "release), every problem of each graded (`scripts/class_grading.py`)"
+             + "".join(f"; {n} more copies of {ls}'s solution (speed under load)"
+                       for ls, n in (res.get("load_copies") or {}).items()) + ".", ""]
     rows = []
     for mode, m in res["modes"].items():
         share = f"{m['per_student_s'] / serial:.0%}" if serial and mode != "serial" else ""
@@ -222,6 +281,7 @@ def write(res: dict, out: pathlib.Path, notes: list[str] = ()) -> str:
         lines += md_table(["lesson", "mode", "submissions", "s per submission", "GPU busy %"], [
             [lesson, mode, v["submissions"], v["per_student_s"], v["gpu_util_mean"]]
             for lesson, modes in sorted(res["by_lesson"].items()) for mode, v in modes.items()])
+    lines += under_load(res)
     if notes:
         lines += ["", "Notes:", ""] + [f"- {n}" for n in notes]
     res["notes"] = list(notes)
@@ -244,6 +304,10 @@ def main() -> int:
     ap.add_argument("--per-lesson", type=int, default=10)
     ap.add_argument("--serial-per-lesson", type=int, default=2)
     ap.add_argument("--jobs", type=int, default=None)
+    ap.add_argument("--load-copies", type=int, default=0, help="more copies of the first lesson's solution, graded "
+                                                                "with the class (speed under load)")
+    ap.add_argument("--quiet-regrades", type=int, default=0, help="regrade the first lesson's speed problems this "
+                                                                  "many times alone first")
     ap.add_argument("--part", default=None, help="write part_<NAME>.json (to --out) instead of the report")
     ap.add_argument("--merge", nargs="*", default=None, help="part files to merge into the report")
     ap.add_argument("--out", default=os.environ.get("OUT", "assets/gpu"))
@@ -262,8 +326,8 @@ def main() -> int:
         out.mkdir(parents=True, exist_ok=True)
         (out / f"part_{a.part}.json").write_text(json.dumps(res))
         print(json.dumps({m: v for m, v in res["modes"].items()}, indent=1), flush=True)
-    res = run(a.modes.split(","), a.lessons.split(","), a.per_lesson, a.serial_per_lesson, a.jobs,
-              save if a.part else None)
+    res = run([m for m in a.modes.split(",") if m], a.lessons.split(","), a.per_lesson, a.serial_per_lesson,
+              a.jobs, save if a.part else None, a.load_copies, a.quiet_regrades)
     if a.part:
         return 0
     print(write(res, out))

@@ -11,6 +11,9 @@ class goes through ``kernellab term autograde`` with grading forbidden (KERNELLA
 must hold the serial scores, read from the store alone."""
 import json
 import os
+import pathlib
+import subprocess
+import sys
 import threading
 import time
 
@@ -24,6 +27,8 @@ from kernellab.grading.slots import GpuSlots
 from kernellab.grading.store import Store, notebook_hash, secret_fingerprint
 from kernellab.lessons import problems_of
 from roundtrip_checks import new_course
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 L = "01_roofline_vector_add"
 ONLY = ("add_correct", "add_bandwidth")
@@ -151,7 +156,7 @@ def rayed(klass, tmp_path_factory):
     try:
         run = _stopped_then_resumed(course, 3, jobs=4, ray="local", store=Store(tmp / "store"), logs_dir=tmp / "logs")
         grader = RayGrader("local", jobs=4)
-        run["options"] = [f._default_options for f in (grader._untimed, grader._timed, grader._timing)]
+        run["options"] = [f._default_options for f in (grader._shared, grader._whole)]
         run["grader_started_a_cluster"] = grader.started
     finally:
         ray.shutdown()
@@ -212,18 +217,22 @@ def test_ray_cluster_grades_the_same_scores_and_leaves_nothing_running(klass, ra
     print(f"\nRay local cluster (4 jobs, stopped and resumed) {TIMES['ray']:.1f} s")
 
 
-def test_ray_spreads_jobs_over_the_gpus_and_asks_a_whole_gpu_for_timing(klass, rayed):
-    """Every task ran on one of the two fake GPUs, both were used, and what the driver asks Ray for: a share of a
-    GPU for untimed work, a whole GPU (and two CPUs) for timing. (On a CPU nothing is timed: the GPU run in
-    assets/gpu/class_grading.md checks that no task overlapped a timing task on its GPU.)"""
+def test_ray_spreads_jobs_over_the_gpus_and_shares_them_by_the_node_locks(klass, rayed):
+    """Every task ran on one of the two fake GPUs, both were used, each grading process held its task's GPU by the
+    node's lock for that GPU, and what the driver asks Ray for: a share of a GPU for a grading, the whole GPU (and
+    two CPUs) for one graded again alone. (On a CPU nothing is timed: the rule itself is
+    test_node_gpu_lock_keeps_the_rule_between_processes, and the GPU run in assets/gpu/class_grading.md checks
+    that no grading process held a GPU beside one that timed.)"""
     records = [json.loads(p.read_text()) for p in rayed["logs"].glob(f"*/{L}/*/result.json")]
     runs = [r for r in records if "task_started" in r]
     assert len(runs) >= len(klass[1]) * len(ONLY) - rayed["stored"]
     assert all(len(r["task_gpu_ids"]) == 1 for r in runs)
     assert {r["task_gpu_ids"][0] for r in runs} == {"0", "1"}
-    untimed, timed, timing = rayed["options"]
-    assert untimed["num_gpus"] == 0.5 and untimed["num_cpus"] == 1
-    assert timed["num_gpus"] == timing["num_gpus"] == 1 and timing["num_cpus"] == 2
+    held = [r for r in runs if "holds" in r]
+    assert held and all(r["gpu_slot"] == r["task_gpu_ids"][0] for r in held)
+    shared, whole = rayed["options"]
+    assert shared["num_gpus"] == 0.5 and shared["num_cpus"] == 1
+    assert whole["num_gpus"] == 1 and whole["num_cpus"] == 2
     assert rayed["grader_started_a_cluster"] is False  # it joined the running one, and left it up
 
 
@@ -325,6 +334,73 @@ def test_stop_while_waiting_for_a_gpu_raises():
         stop.set()
         t.join(timeout=5)
     assert out == ["stopped"]
+
+
+def test_node_gpu_lock_keeps_the_rule_between_processes(tmp_path):
+    """NodeGpuLock (a Ray node's tasks, each in its own process): untimed holds share the GPU, a timed hold has
+    it alone, a timed hold waiting lets no new untimed one start (it is not starved), and a process killed while
+    holding the GPU (a cancelled Ray task) leaves it free."""
+    from kernellab.grading.slots import NodeGpuLock, held_for_one_process
+    spans, lock = [], threading.Lock()
+
+    def job(k: int):
+        gpu = NodeGpuLock("7", tmp_path)  # one per job, as each Ray task makes its own
+        with held_for_one_process(gpu, False) as held:
+            time.sleep(0.02)
+            if k % 4 == 0:  # a judge that starts beside others, then times
+                held.go_alone()
+                time.sleep(0.02)
+        with lock:
+            spans.extend(held.spans)
+    threads = [threading.Thread(target=job, args=(k,)) for k in range(12)]
+    [t.start() for t in threads]
+    [t.join(timeout=60) for t in threads]
+    assert not any(t.is_alive() for t in threads) and len(spans) == 15
+    alone = [s for s in spans if s[2]]
+    assert len(alone) == 3
+    for a in alone:
+        assert not [o for o in spans if o is not a and o[0] < a[1] and o[1] > a[0]], a
+    shared = sorted(s for s in spans if not s[2])
+    assert any(b[0] < a[1] for a, b in zip(shared, shared[1:]))  # untimed work side by side
+
+    order = []
+    first = NodeGpuLock("8", tmp_path)
+    with first.hold(False):
+        def timed():
+            with NodeGpuLock("8", tmp_path).hold(True):
+                order.append("timed")
+                time.sleep(0.1)
+
+        def untimed():
+            with NodeGpuLock("8", tmp_path).hold(False):
+                order.append("untimed")
+        t1 = threading.Thread(target=timed)
+        t1.start()
+        time.sleep(0.2)  # the timed hold now waits for `first`
+        t2 = threading.Thread(target=untimed)
+        t2.start()
+        time.sleep(0.2)
+        assert order == []  # the new untimed hold waits behind the timed one
+    t1.join(timeout=10), t2.join(timeout=10)
+    assert order == ["timed", "untimed"]
+
+    code = ("import sys, time; from kernellab.grading.slots import NodeGpuLock\n"
+            "with NodeGpuLock('9', sys.argv[1]).hold(True):\n    print('held', flush=True); time.sleep(600)")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "autograder"), os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.Popen([sys.executable, "-c", code, str(tmp_path)], stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        assert proc.stdout.readline().strip() == "held"
+        stop = threading.Event()
+        threading.Timer(0.3, stop.set).start()
+        with pytest.raises(KeyboardInterrupt):  # held by the other process: waits until stopped
+            with NodeGpuLock("9", tmp_path).hold(False, stop):
+                pass
+    finally:
+        proc.kill()
+        proc.wait()
+    t0 = time.monotonic()
+    with NodeGpuLock("9", tmp_path).hold(False):
+        assert time.monotonic() - t0 < 5  # the kernel dropped the dead process's lock
 
 
 def test_a_job_out_of_memory_beside_others_is_graded_again_with_its_gpu_alone(tmp_path, monkeypatch):

@@ -7,14 +7,15 @@ notebook's text and that problem's seed, derived from the secret on the driver (
 The task grades with the same harness as the local queue, in fresh worker and judge processes on its node, and
 returns plain data, which the driver stores under its own device's key (nbgrader, run on the driver, reads it).
 
-Placement is Ray's, from what each task asks for: untimed work one CPU and a share of one GPU (1/N of it,
-N = jobs per GPU), timing a whole GPU and two CPUs, so nothing else runs on a GPU while it times. A replayed
-speed problem is two tasks: its worker records in an untimed task, which hands the judge's folder (records and
-the kernels' cache files, as bytes) back to the driver, and a timed task runs the judge that times the replay.
-A speed problem timed in its worker (lesson 06's whole block) is one timed task. Each task measures its own
-node's ceilings. A task that dies costs its problem ("Grading this problem failed", not stored: a rerun tries
-again). Ctrl-C cancels every task with force (its processes are killed, and the grading processes they started
-die with them) and, for ``--ray local``, stops the cluster.
+Placement is Ray's, from what each task asks for: one CPU and a share of one GPU (1/N of it, N = jobs per GPU).
+Within a node, the tasks on one GPU keep the local queue's rule between their grading processes
+(slots.NodeGpuLock, file locks): workers and untimed judges share the GPU, a judge that times starts beside them
+and has the GPU alone from the moment it times until it ends (a program timed in its worker, lesson 06's whole
+block, has it alone from its start). A grading that ran out of GPU memory or died beside other tasks is graded
+once more in a task that asks Ray for the whole GPU. Each task measures its own node's ceilings. A task that dies
+costs its problem ("Grading this problem failed", not stored: a rerun tries again). Ctrl-C cancels every task with
+force (its processes are killed, and the grading processes they started die with them; the kernel drops their
+locks) and, for ``--ray local``, stops the cluster.
 """
 from __future__ import annotations
 
@@ -47,42 +48,27 @@ def _task_start(budgets: dict):
     return time.time()
 
 
-def _task_end(outcome, record: dict, started: float, key: str = "task") -> dict:
-    import ray
-
-    from . import harness
-    record.update({"node": socket.gethostname(), f"{key}_gpu_ids": [str(g) for g in ray.get_gpu_ids()],
-                   f"{key}_pid": os.getpid(), f"{key}_started": started, f"{key}_ended": time.time()})
-    if isinstance(outcome, harness.PendingTiming):
-        return {"pending": {"files": outcome.files, "judge_seed": outcome.judge_seed}, "record": record}
-    return {"fraction": outcome.fraction, "message": str(outcome.message),
-            "details": harness._jsonable(outcome.details), "record": harness._jsonable(record)}
-
-
-def grade_task(lesson: str, problem_id: str, nb_text: str, seed: int, budgets: dict, defer: bool = False) -> dict:
-    """One job, on a Ray worker: grade one problem of one notebook with the harness, as the local queue does
-    (``defer``: a replayed speed problem stops before its timing and returns its judge's folder)."""
+def grade_task(lesson: str, problem_id: str, nb_text: str, seed: int, budgets: dict) -> dict:
+    """One job, on a Ray worker: grade one problem of one notebook with the harness, as the local queue does,
+    its grading processes holding this task's GPU by the node's locks (NodeGpuLock)."""
     import nbformat
+    import ray
 
     from ..lessons import problems_of
     from . import harness
+    from .slots import NodeGpuLock
     started = _task_start(budgets)
     p = problems_of(lesson)[problem_id]
     nb = nbformat.reads(nb_text, as_version=4)
     ceil, facts = _node_facts()
-    outcome, record = harness.grade_problem(p, nb, seed, ceil, facts, lesson, defer_timing=defer)
-    return _task_end(outcome, record, started)
-
-
-def time_task(lesson: str, problem_id: str, pending: dict, record: dict, budgets: dict) -> dict:
-    """The timing half of a replayed speed problem, on a GPU held whole: the judge times the replay."""
-    from ..lessons import problems_of
-    from . import harness
-    started = _task_start(budgets)
-    p = problems_of(lesson)[problem_id]
-    outcome, record = harness.time_pending(p, harness.PendingTiming(pending["files"], pending["judge_seed"]),
-                                           _node_facts()[0], record=record)
-    return _task_end(outcome, record, started, key="timing")
+    gpus = [str(g) for g in ray.get_gpu_ids()]
+    slots = NodeGpuLock(gpus[0]) if gpus else None  # no GPU: nothing is timed, nothing to share
+    with harness.use_slots(slots):
+        outcome, record = harness.grade_problem(p, nb, seed, ceil, facts, lesson)
+    record.update({"node": socket.gethostname(), "task_gpu_ids": gpus, "task_pid": os.getpid(),
+                   "task_started": started, "task_ended": time.time()})
+    return {"fraction": outcome.fraction, "message": str(outcome.message),
+            "details": harness._jsonable(outcome.details), "record": harness._jsonable(record)}
 
 
 def connect(address: str, jobs: int | None = None, init: dict | None = None) -> bool:
@@ -118,12 +104,13 @@ class RayGrader:
         res = ray.cluster_resources()
         self.cpus, self.gpus = int(res.get("CPU", 1)), int(res.get("GPU", 0))
         self.jobs = max(1, int(jobs or self.cpus))
-        per_gpu = max(1, math.ceil(self.jobs / self.gpus)) if self.gpus else 0
-        self._untimed = ray.remote(num_cpus=1, num_gpus=(1.0 / per_gpu) if self.gpus else 0,
-                                   max_retries=0)(grade_task)
-        whole = {"num_cpus": min(2, self.cpus), "num_gpus": 1 if self.gpus else 0, "max_retries": 0}
-        self._timed = ray.remote(**whole)(grade_task)
-        self._timing = ray.remote(**whole)(time_task)
+        self.per_gpu = per_gpu = max(1, math.ceil(self.jobs / self.gpus)) if self.gpus else 0
+        # max_calls=0: a Ray worker grades task after task (Ray's default for a task with a GPU is a fresh
+        # process per task: a Python, torch, this node's ceilings and a zygote started again for every problem).
+        # Its grading processes get each task's GPU (Ray sets CUDA_VISIBLE_DEVICES per task; a zygote is per GPU).
+        reuse = {"max_retries": 0, "max_calls": 0}
+        self._shared = ray.remote(num_cpus=1, num_gpus=(1.0 / per_gpu) if self.gpus else 0, **reuse)(grade_task)
+        self._whole = ray.remote(num_cpus=min(2, self.cpus), num_gpus=1 if self.gpus else 0, **reuse)(grade_task)
 
     def describe(self) -> str:
         return f"Ray {'local cluster' if self.address == LOCAL else self.address}: {self.cpus} CPUs, {self.gpus} GPUs"
@@ -133,15 +120,10 @@ class RayGrader:
 
         from ..problems.base import Outcome
         from . import harness
-        budgets = {name: getattr(harness, name) for name in _BUDGETS}
-        split = p.kind == "speed" and harness.replayable(p)  # worker untimed here, judge timed in its own task
-        task = self._timed if p.kind == "speed" and not split else self._untimed
-        out = self._wait(task.remote(lesson, p.id, nbformat.writes(nb), int(seed), budgets, split))
-        shared = task is self._untimed and "pending" not in out  # it ended in a task sharing its GPU
-        if "pending" in out:
-            out = self._wait(self._timing.remote(lesson, p.id, out["pending"], out["record"], budgets))
-        if shared and grade_again_alone(out["message"]):  # out of memory or died beside others: once more, whole
-            out = self._wait(self._timed.remote(lesson, p.id, nbformat.writes(nb), int(seed), budgets, False))
+        args = (lesson, p.id, nbformat.writes(nb), int(seed), {name: getattr(harness, name) for name in _BUDGETS})
+        out = self._wait(self._shared.remote(*args))
+        if self.per_gpu > 1 and grade_again_alone(out["message"]):  # out of memory or died beside others: once more, whole
+            out = self._wait(self._whole.remote(*args))
             out["record"]["regraded_alone"] = True
         return Outcome(p.id, out["fraction"], out["message"], out["details"]), out["record"]
 

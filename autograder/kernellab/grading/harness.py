@@ -106,7 +106,8 @@ def _run_child(jobdir: pathlib.Path, interpreted: bool = False,
         why, info = _start_child(jobdir, interpreted, limit_s, module, result,
                                  slots.env() if DEVICE.on_gpu and not interpreted else {},
                                  held.go_alone if handoff else None)
-    info.update({"gpu_slot": slots.gpu(), "slot_wait_s": round(held.waited, 2), "alone": alone})
+    info.update({"gpu_slot": slots.gpu(), "slot_wait_s": round(held.waited, 2), "alone": alone,
+                 "holds": [[round(a, 3), round(b, 3), al] for a, b, al in held.spans]})
     return why, info
 
 
@@ -202,21 +203,10 @@ def _versions() -> dict:
     return info
 
 
-@dataclasses.dataclass
-class PendingTiming:
-    """A replayed speed problem whose worker has recorded and whose judge has yet to time: the judge's folder
-    as plain bytes (the records, the kernels' cache files, the judge's job), to be timed on a GPU held whole
-    (a Ray cluster's timed task: grading/cluster.py)."""
-    files: dict
-    judge_seed: int
-
-
 def grade_problem(problem, nb, seed: int, ceil=None, facts: dict | None = None,
-                  lesson: str = "", limit_s: float | None = None,
-                  defer_timing: bool = False) -> tuple[Outcome | PendingTiming, dict]:
+                  lesson: str = "", limit_s: float | None = None) -> tuple[Outcome, dict]:
     """Grade one problem of a submitted notebook in a fresh child process (``limit_s``: a shorter compile
-    and run budget, for a submission known to loop). ``defer_timing``: a replayed speed problem stops before
-    its judge times and returns a PendingTiming instead of an Outcome (``time_pending`` finishes it)."""
+    and run budget, for a submission known to loop)."""
     if _STOP.is_set():
         raise KeyboardInterrupt("grading interrupted")
     record = {"problem": problem.id, "kind": problem.kind, "seed": seed, "started": _now()}
@@ -227,7 +217,7 @@ def grade_problem(problem, nb, seed: int, ceil=None, facts: dict | None = None,
     if why:
         return Outcome(problem.id, 0.0, why), record
     if replayable(problem):
-        return _grade_by_replay(problem, sources, seed, ceil, lesson, limit_s, record, defer_timing)
+        return _grade_by_replay(problem, sources, seed, ceil, lesson, limit_s, record)
     with tempfile.TemporaryDirectory(prefix="kl-grade-") as tmp:
         jobdir = pathlib.Path(tmp)
         job = {"lesson": lesson, "problem": problem.id, "sources": sources, "seed": 0}
@@ -326,8 +316,7 @@ def decoy_case(case, gen: torch.Generator):
     return dataclasses.replace(case, inputs=[fresh(t) for t in case.inputs])
 
 
-def _grade_by_replay(problem, sources, seed: int, ceil, lesson: str, limit_s, record: dict,
-                     defer_timing: bool = False):
+def _grade_by_replay(problem, sources, seed: int, ceil, lesson: str, limit_s, record: dict):
     """Worker records, judge replays: the worker runs the learner's cells on inputs of its own and records
     each graded call; the judge (another process, no learner Python) replays the records on the secret
     inputs, or times the replay against the baseline; this process judges what came back."""
@@ -373,9 +362,6 @@ def _grade_by_replay(problem, sources, seed: int, ceil, lesson: str, limit_s, re
                                                       "interpreted": interpreted}))
         if cases is not None:
             torch.save(cases, judge / "cases.pt")
-        if defer_timing and problem.kind == "speed":
-            files = {str(f.relative_to(judge)): f.read_bytes() for f in judge.rglob("*") if f.is_file()}
-            return PendingTiming(files, judge_seed), record
         judged = _run_judge(problem, judge, interpreted, limit_s, record)
     if isinstance(judged, Outcome):
         return judged, record
@@ -405,23 +391,6 @@ def _judge_timing(problem, judged: dict, judge_seed: int, ceil) -> Outcome:
     m = judged["measurement"]
     m["sketches"] = [tuple(s) for s in m.get("sketches", [])]
     return judge_speed(problem, judge_seed, m, ceil)
-
-
-def time_pending(problem, pending: PendingTiming, ceil=None, record: dict | None = None) -> tuple[Outcome, dict]:
-    """Finish a PendingTiming here: write its judge folder, run the judge (it times), judge the times."""
-    record = dict(record or {})
-    with tempfile.TemporaryDirectory(prefix="kl-judge-") as tmp:
-        judge = pathlib.Path(tmp)
-        for rel, data in pending.files.items():
-            target = (judge / rel).resolve()
-            if judge.resolve() not in target.parents:  # only files inside the folder it came from
-                return Outcome(problem.id, 0.0, f"Grading this problem failed: a bad file name {rel!r}"), record
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(data)
-        judged = _run_judge(problem, judge, False, None, record)
-    if isinstance(judged, Outcome):
-        return judged, record
-    return _judge_timing(problem, judged, pending.judge_seed, ceil), record
 
 
 def _now() -> str:

@@ -12,11 +12,17 @@ A job whose process ran out of GPU memory beside others (another submission's hu
 graded once more with its GPU alone (``grader``, ``whole_gpu``), so memory taken by others never costs it points.
 
 Grading one notebook (nbgrader, ``kernellab grade``) uses no slots: one process at a time is alone anyway.
+
+``NodeGpuLock`` is the same rule between processes (Ray tasks on one node, grading/cluster.py), kept with file
+locks, which the kernel drops when a process dies, so a killed task never leaves its GPU held.
 """
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
+import pathlib
+import tempfile
 import threading
 import time
 
@@ -94,17 +100,9 @@ class GpuSlots:
                     self._shared[g] -= 1
                 self._cv.notify_all()
 
-    @contextlib.contextmanager
     def process(self, alone: bool, stop: threading.Event | None = None):
-        """Hold the job's GPU for one process, shared or ``alone``; the yielded holder's ``go_alone()`` trades a
-        shared hold for the GPU alone (a judge that started beside other work and is about to time), and its
-        ``waited`` says how long the holds took to get."""
-        holder = _Holder(self, stop)
-        holder.take(alone)
-        try:
-            yield holder
-        finally:
-            holder.release()
+        """Hold the job's GPU for one process, shared or ``alone`` (``held_for_one_process``)."""
+        return held_for_one_process(self, alone, stop)
 
     def grader(self, grade, stop: threading.Event | None = None):
         """``grade`` (harness.grade_problem's signature and return) as one job on the GPU with the fewest jobs: the
@@ -143,11 +141,25 @@ class GpuSlots:
             raise KeyboardInterrupt("grading interrupted")
 
 
-class _Holder:
-    """One process's hold on its job's GPU (GpuSlots.process)."""
+@contextlib.contextmanager
+def held_for_one_process(slots, alone: bool, stop: threading.Event | None = None):
+    """Hold ``slots``' GPU (its ``hold``) for one process, shared or ``alone``; the yielded holder's ``go_alone()``
+    trades a shared hold for the GPU alone (a judge that started beside other work and is about to time), its
+    ``waited`` says how long the holds took to get and its ``spans`` when they were had."""
+    holder = _Holder(slots, stop)
+    holder.take(alone)
+    try:
+        yield holder
+    finally:
+        holder.release()
 
-    def __init__(self, slots: GpuSlots, stop):
-        self.slots, self.stop, self.waited, self._hold = slots, stop, 0.0, None
+
+class _Holder:
+    """One process's hold on its job's GPU (GpuSlots.process, NodeGpuLock.process). ``spans``: when each hold
+    was had, [start, end, alone] in wall-clock seconds (what a run's records show of who shared a GPU)."""
+
+    def __init__(self, slots, stop):
+        self.slots, self.stop, self.waited, self._hold, self.spans = slots, stop, 0.0, None, []
 
     def take(self, alone: bool) -> None:
         t = time.monotonic()
@@ -155,15 +167,63 @@ class _Holder:
         hold.__enter__()
         self._hold = hold
         self.waited += time.monotonic() - t
+        self.spans.append([time.time(), None, alone])
 
     def release(self) -> None:
         hold, self._hold = self._hold, None
         if hold is not None:
+            self.spans[-1][1] = time.time()
             hold.__exit__(None, None, None)
 
     def go_alone(self) -> None:
         self.release()
         self.take(True)
+
+
+class NodeGpuLock:
+    """GpuSlots' rule for one GPU between the processes of one node (each Ray task grades in its own process):
+    a shared file lock per untimed process, an exclusive one per timed process. A timed process first takes a
+    second file (the gate), which new untimed processes must pass, so timing is not starved by a stream of
+    untimed work; it waits only for those already running. The kernel drops a dead process's locks."""
+
+    def __init__(self, gpu_id: str, folder: str | os.PathLike | None = None):
+        self.id = str(gpu_id)
+        base = pathlib.Path(folder or pathlib.Path(tempfile.gettempdir()) / f"kernellab-gpu-locks-{os.getuid()}")
+        base.mkdir(parents=True, exist_ok=True)
+        self._lock, self._gate = base / f"gpu-{self.id}.lock", base / f"gpu-{self.id}.gate"
+
+    def gpu(self) -> str:
+        return self.id
+
+    def env(self) -> dict:
+        return {}  # Ray has set this process's CUDA_VISIBLE_DEVICES; its children inherit it
+
+    def process(self, alone: bool, stop: threading.Event | None = None):
+        return held_for_one_process(self, alone, stop)
+
+    @contextlib.contextmanager
+    def hold(self, alone: bool, stop: threading.Event | None = None):
+        with open(self._lock, "a+") as lock:
+            if alone:
+                with open(self._gate, "a+") as gate:
+                    self._flock(gate, fcntl.LOCK_EX, stop)  # held until the GPU is had: no new untimed start
+                    self._flock(lock, fcntl.LOCK_EX, stop)
+            else:
+                with open(self._gate, "a+") as gate:  # pass the gate (not held: untimed ones do not queue)
+                    self._flock(gate, fcntl.LOCK_EX, stop)
+                self._flock(lock, fcntl.LOCK_SH, stop)
+            yield self.id  # closing the file drops the lock
+
+    @staticmethod
+    def _flock(f, how: int, stop) -> None:
+        while True:  # polled, so that a Ctrl-C (stop) is seen while waiting
+            try:
+                fcntl.flock(f, how | fcntl.LOCK_NB)
+                return
+            except BlockingIOError:
+                if stop is not None and stop.is_set():
+                    raise KeyboardInterrupt("grading interrupted") from None
+                time.sleep(0.02)
 
 
 def out_of_memory(message: str) -> bool:

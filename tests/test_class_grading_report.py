@@ -1,0 +1,42 @@
+"""scripts/class_grading.py's bookkeeping, on made-up records: which grading processes held a GPU while another
+timed on it (the GPU run's proof that timing was never shared), and the speed-under-load table."""
+import importlib.util
+import json
+import pathlib
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+spec = importlib.util.spec_from_file_location("class_grading", ROOT / "scripts" / "class_grading.py")
+CG = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(CG)
+
+
+def _record(logs, student, problem, **fields):
+    d = logs / student / "01_roofline_vector_add" / problem
+    d.mkdir(parents=True)
+    (d / "result.json").write_text(json.dumps(fields))
+
+
+def test_holds_beside_a_timing_are_counted_per_node_and_gpu(tmp_path):
+    # a judge that shared GPU 0 from 0 to 1, then timed alone from 1 to 2
+    _record(tmp_path, "a", "speed", gpu_slot=0, holds=[[0, 1, False]],
+            judge_gpu_slot=0, judge_holds=[[0, 1, False], [1, 2, True]])
+    _record(tmp_path, "b", "untimed", gpu_slot=0, holds=[[0.5, 1.0, False], [2.0, 3, False]])  # touches, no overlap
+    _record(tmp_path, "c", "untimed", gpu_slot=1, holds=[[1.2, 1.8, False]])  # another GPU: allowed
+    assert CG.timing_overlaps(tmp_path) == (1, 0)
+    _record(tmp_path, "d", "untimed", gpu_slot=0, holds=[[1.5, 2.5, False]])  # beside the timing: counted
+    _record(tmp_path, "e", "untimed", node="other", gpu_slot=0, holds=[[1.5, 2.5, False]])  # another node's GPU 0
+    assert CG.timing_overlaps(tmp_path) == (1, 1)
+
+
+def test_speed_under_load_sets_solution_copies_against_quiet_regrades():
+    res = {"quiet": {"lesson": "01_roofline_vector_add", "values": {"add_bandwidth": [1.0, 1.02, 0.98]}},
+           "ratios": {"queue": {"01_roofline_vector_add/solution-1/add_bandwidth": 0.99,
+                                "01_roofline_vector_add/load-3/add_bandwidth": 1.01,
+                                "01_roofline_vector_add/honest-x/add_bandwidth": 0.5,  # not the solution
+                                "02_tiled_matmul/solution-1/matmul_speed": 0.9}}}
+    lines = CG.under_load(res)
+    quiet, queue = res["under_load"]["add_bandwidth"]["quiet"], res["under_load"]["add_bandwidth"]["queue"]
+    assert quiet == {"n": 3, "min": 0.98, "median": 1.0, "max": 1.02, "spread": 0.04}
+    assert queue["n"] == 2 and queue["min"] == 0.99 and queue["max"] == 1.01
+    assert any("| add_bandwidth | queue | 2 |" in line for line in lines)
+    assert CG.under_load({"ratios": {}}) == [] and CG.speed_spread([]) == {"n": 0}
