@@ -246,7 +246,8 @@ def under_load(res: dict) -> list[str]:
         for mode, ratios in res["ratios"].items():
             mine = [v for k, v in ratios.items() if k.startswith(f"{lesson}/") and k.endswith(f"/{pid}")
                     and k.split("/")[1].split("-")[0] in ("solution", "load")]
-            table[pid][mode] = speed_spread(mine)
+            if mine:  # a mode that did not grade this lesson has no row
+                table[pid][mode] = speed_spread(mine)
         for mode, st in table[pid].items():
             rows.append([pid, mode, st["n"], *(st.get(k, "-") for k in ("min", "median", "max")),
                          f"{st['spread']:.1%}" if st.get("spread") is not None else "-"])

@@ -33,10 +33,12 @@ def test_speed_under_load_sets_solution_copies_against_quiet_regrades():
            "ratios": {"queue": {"01_roofline_vector_add/solution-1/add_bandwidth": 0.99,
                                 "01_roofline_vector_add/load-3/add_bandwidth": 1.01,
                                 "01_roofline_vector_add/honest-x/add_bandwidth": 0.5,  # not the solution
-                                "02_tiled_matmul/solution-1/matmul_speed": 0.9}}}
+                                "02_tiled_matmul/solution-1/matmul_speed": 0.9},
+                      "serial": {"02_tiled_matmul/solution-1/matmul_speed": 0.9}}}  # graded no lesson 01
     lines = CG.under_load(res)
     quiet, queue = res["under_load"]["add_bandwidth"]["quiet"], res["under_load"]["add_bandwidth"]["queue"]
     assert quiet == {"n": 3, "min": 0.98, "median": 1.0, "max": 1.02, "spread": 0.04}
     assert queue["n"] == 2 and queue["min"] == 0.99 and queue["max"] == 1.01
     assert any("| add_bandwidth | queue | 2 |" in line for line in lines)
+    assert "serial" not in res["under_load"]["add_bandwidth"] and not any("| serial |" in line for line in lines)
     assert CG.under_load({"ratios": {}}) == [] and CG.speed_spread([]) == {"n": 0}

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from kernellab.grading import submissions as S
-from kernellab.guarded import GUARD, Guarded
+from kernellab.guarded import GUARD, Guarded, guard_elements
 from kernellab.lessons import lesson02 as L
 from kernellab.lessons.l02_tiled_matmul.bench import _load
 from kernellab.lessons.l02_tiled_matmul.widgets import wave_footprint
@@ -60,6 +60,11 @@ def test_two_dimensional_guard_covers_a_block_of_rows_past_the_end():
     g = Guarded((40, 1000), torch.float16, "cpu")
     assert g.base.numel() - g.span >= 256 * 1000
     assert Guarded((10,), torch.float32, "cpu").base.numel() - 10 == GUARD
+    t = Guarded((40, 1000), torch.float16, "cpu", strides=(1, 40))  # transposed: a tile past the last column
+    assert t.base.numel() - t.span >= 256 * 40
+    # (B, H, N, D): rows of D past the last row, not 256 whole heads or batches
+    assert guard_elements((32 * 4096 * 64, 4096 * 64, 64, 1)) == GUARD
+    assert guard_elements((4096 * 512, 512, 1)) == 256 * 512 + 256
 
 
 @pytest.mark.parametrize("bug, words", [("wrong_strides", "transposed"), ("fp16_accumulation", "long-K")])
