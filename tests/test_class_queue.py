@@ -19,7 +19,7 @@ import time
 
 import pytest
 
-from kernellab.grading import classqueue, harness
+from kernellab.grading import classqueue, harness, term
 from kernellab.grading import corpus as C
 from kernellab.grading import submissions as S
 from kernellab.grading.secret import course_secret
@@ -282,6 +282,17 @@ def test_term_autograde_fills_the_gradebook_from_the_store_alone(tmp_path_factor
     assert serial["crasher"]["fused_correct"][0] == 0
     assert "reused_from_store" in course.result(L, "solution", "add_correct")
     print(f"\nterm autograde from the store: {TIMES['term']:.1f} s for {len(subs)} students")
+    # One nbgrader process grades the class: a notebook it cannot read fails alone, named, and the others'
+    # gradebook rows stay (nbgrader goes on past it).
+    broken = course.ag / "submitted" / "broken" / L / f"{L}.ipynb"
+    broken.parent.mkdir(parents=True)
+    broken.write_text("{ this is not a notebook")
+    monkeypatch.delenv(harness.STORE_ONLY_ENV)
+    rows = {r["student"]: r for r in term.autograde(course.ag, L, progress=False)}
+    assert set(rows) == {*subs, "broken"}
+    assert not rows["broken"]["ok"] and rows["broken"]["error"], rows["broken"]
+    assert all(rows[s]["ok"] and rows[s]["seconds"] > 0 for s in subs), rows
+    assert course.cell_scores(L, "solution")["add_correct"] == serial["solution"]["add_correct"][0]
 
 
 def test_gpu_slots_time_alone_and_share_otherwise():

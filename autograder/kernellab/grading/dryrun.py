@@ -89,7 +89,7 @@ class Course:
     def round_trip(self, lesson: str, subs: dict, via_lms: tuple = (), via_term: bool = False) -> tuple[dict, dict]:
         """The instructor's whole pass: collect (``via_lms`` students through zip_collect, the rest
         submitted directly), autograde, feedback, export. Returns (grades.csv rows, cell scores).
-        ``via_term``: autograde (one student at a time), feedback and export through ``kernellab term``."""
+        ``via_term``: autograde, feedback and export through ``kernellab term``."""
         if via_lms:
             self.collect_from_lms(lesson, {s: subs[s] for s in via_lms})
         for student, nb in subs.items():
