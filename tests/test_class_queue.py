@@ -451,3 +451,35 @@ def test_a_job_out_of_memory_beside_others_is_graded_again_with_its_gpu_alone(tm
     assert out_of_memory("RuntimeError: CUDA error: out of memory") and not out_of_memory("ok")
     assert grade_again_alone("The process running your code died (exit code 1) while running it")
     assert "graded again with the GPU alone" in classqueue.describe(out)
+
+
+def test_ray_grades_again_in_a_whole_gpu_task_only_after_sharing_its_gpu():
+    """RayGrader.grade with stand-in tasks: a task sharing its GPU that ran out of memory is graded once more in a
+    task holding the whole GPU (its record says so); with one task per GPU, or a grading that merely failed its
+    checks, nothing is graded twice."""
+    from kernellab.grading.cluster import RayGrader
+
+    class Task:
+        def __init__(self, message):
+            self.message, self.calls = message, 0
+
+        def remote(self, *args):
+            self.calls += 1
+            return {"fraction": 0.0 if "memory" in self.message else 1.0, "message": self.message, "details": {},
+                    "record": {}}
+
+    def grader(per_gpu, first_message):
+        g = RayGrader.__new__(RayGrader)  # no cluster: the tasks are stand-ins, _wait hands their result back
+        g.per_gpu, g._shared, g._whole = per_gpu, Task(first_message), Task("ok")
+        g._wait = lambda ref: ref
+        return g
+
+    p = problems_of(L)["add_correct"]
+    nb = S.filled(*C._notebooks(L))
+    g = grader(2, "torch.OutOfMemoryError: CUDA out of memory")
+    outcome, record = g.grade(p, nb, 1, {}, {}, L)
+    assert (g._shared.calls, g._whole.calls) == (1, 1) and outcome.fraction == 1.0 and record["regraded_alone"]
+    for per_gpu, message in ((1, "torch.OutOfMemoryError: CUDA out of memory"), (2, "Wrong at B=1: max error 3")):
+        g = grader(per_gpu, message)
+        outcome, record = g.grade(p, nb, 1, {}, {}, L)
+        assert (g._shared.calls, g._whole.calls) == (1, 0) and "regraded_alone" not in record

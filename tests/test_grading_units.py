@@ -7,6 +7,7 @@ from nbformat.v4 import new_code_cell, new_notebook
 from kernellab.grading.harness import clamp_points
 from kernellab.grading.secret import problem_seed
 from kernellab.notebook_cells import sources_for
+from procs import gone
 
 
 def _nb(*cells):
@@ -105,7 +106,6 @@ def test_a_grading_child_dies_with_its_parent(tmp_path):
     import subprocess
     import sys
     import textwrap
-    import time
     child = textwrap.dedent("""
         import sys, time
         from kernellab.grading.zygote import die_with_parent
@@ -126,19 +126,7 @@ def test_a_grading_child_dies_with_its_parent(tmp_path):
     out = subprocess.run([sys.executable, "-c", parent], capture_output=True, text=True, timeout=60)
     pid = int(out.stdout.split()[0])
     assert armed.exists()
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline and _alive(pid):
-        time.sleep(0.1)
-    assert not _alive(pid), "the child outlived its parent"
-
-
-def _alive(pid: int) -> bool:
-    import pathlib
-    try:
-        state = pathlib.Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
+    assert gone(pid), "the child outlived its parent"
 
 
 def test_a_grading_child_whose_parent_is_already_gone_exits():

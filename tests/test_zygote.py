@@ -11,6 +11,7 @@ import time
 import pytest
 
 from kernellab.grading import harness, zygote
+from procs import gone
 
 PROBE = '''
 import json, os, sys, time
@@ -78,21 +79,6 @@ def test_a_fork_runs_with_the_jobs_environment_folder_log_and_exit_code(probe_en
     assert third["ppid"] != seen["ppid"] and third["env"].get("TRITON_INTERPRET") == "1"
 
 
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
-
-
-def _gone(pid: int, timeout: float = 10.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while _alive(pid) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    return not _alive(pid)
-
-
 def test_forks_are_killed_with_their_group_and_die_with_the_zygote_which_is_replaced(probe_env):
     env, tmp = probe_env
     proc, _ = _fork(env, tmp, "sleep", name="a")
@@ -105,9 +91,9 @@ def test_forks_are_killed_with_their_group_and_die_with_the_zygote_which_is_repl
                and any(kv[0] == "PYTHONPATH" and str(tmp) in kv[1] for kv in k[1]))
     first = zygote._ZYGOTES[key]
     os.kill(first.proc.pid, 9)  # killed from outside: its forks go with it, and the next job gets a new zygote
-    assert _gone(sleeper.pid) and sleeper.wait(10) == -9
+    assert gone(sleeper.pid) and sleeper.wait(10) == -9
     proc, job = _fork(env, tmp, "report", name="c")
     assert proc.wait(60) == 0 and zygote._ZYGOTES[key] is not first
     last = zygote._ZYGOTES[key].proc.pid
     zygote.stop_all()
-    assert _gone(last) and not zygote._ZYGOTES
+    assert gone(last) and not zygote._ZYGOTES

@@ -26,7 +26,7 @@ import socket
 import time
 
 from ..paths import package_root, pythonpath_with_package
-from .slots import grade_again_alone
+from .slots import once_more_alone
 
 LOCAL = "local"
 _BUDGETS = ("COMPILE_BUDGET", "RUN_BUDGET", "LOAD_BUDGET")
@@ -121,11 +121,12 @@ class RayGrader:
         from ..problems.base import Outcome
         from . import harness
         args = (lesson, p.id, nbformat.writes(nb), int(seed), {name: getattr(harness, name) for name in _BUDGETS})
-        out = self._wait(self._shared.remote(*args))
-        if self.per_gpu > 1 and grade_again_alone(out["message"]):  # out of memory or died beside others: once more, whole
-            out = self._wait(self._whole.remote(*args))
-            out["record"]["regraded_alone"] = True
-        return Outcome(p.id, out["fraction"], out["message"], out["details"]), out["record"]
+
+        def run(task):
+            out = self._wait(task.remote(*args))
+            return Outcome(p.id, out["fraction"], out["message"], out["details"]), out["record"]
+        # out of memory or died beside other tasks on its GPU: once more, in a task holding the whole GPU
+        return once_more_alone(run(self._shared), self.per_gpu > 1, lambda: run(self._whole))
 
     def _wait(self, ref):
         from . import harness

@@ -113,15 +113,14 @@ class GpuSlots:
             with self.place() as g:
                 with self._cv:
                     placed, beside = self._placed[g], self._jobs[g] > 1
-                outcome, record = grade(*args)
+                first = grade(*args)
                 with self._cv:  # another job on this GPU when it started, or one placed there since
                     shared = beside or self._placed[g] != placed
-                if not (shared and grade_again_alone(outcome.message)):
-                    return outcome, record
-                with self.whole_gpu(stop):
-                    outcome, record = grade(*args)
-                record["regraded_alone"] = True
-                return outcome, record
+
+                def alone():
+                    with self.whole_gpu(stop):
+                        return grade(*args)
+                return once_more_alone(first, shared, alone)
         return hook
 
     @contextlib.contextmanager
@@ -230,6 +229,17 @@ def out_of_memory(message: str) -> bool:
     """A grading that ran out of GPU memory (a CUDA allocation failed, in the learner's code or the grader's)."""
     m = str(message).lower()
     return "out of memory" in m or "outofmemoryerror" in m
+
+
+def once_more_alone(first: tuple, shared: bool, alone) -> tuple:
+    """(outcome, record) of a grading, or, when it shared its GPU and should be graded again alone
+    (``grade_again_alone``), ``alone()``'s, its record marked ``regraded_alone``. The queue's rule and Ray's."""
+    outcome, record = first
+    if not (shared and grade_again_alone(outcome.message)):
+        return first
+    outcome, record = alone()
+    record["regraded_alone"] = True
+    return outcome, record
 
 
 def grade_again_alone(message: str) -> bool:

@@ -1,0 +1,19 @@
+"""Process checks the tests share: is a pid still running, and wait for it to go."""
+import time
+
+
+def alive(pid: int) -> bool:
+    """Running (a zombie, dead but not yet reaped, counts as gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def gone(pid: int, timeout: float = 10.0) -> bool:
+    """Wait up to ``timeout`` seconds for ``pid`` to stop; whether it did."""
+    deadline = time.monotonic() + timeout
+    while alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return not alive(pid)
