@@ -82,13 +82,13 @@ def timing_overlaps(logs: pathlib.Path) -> tuple[int, int]:
 
 
 def speed_spread(values: list[float]) -> dict:
-    """n, min, median, max and (max - min) / median of measured speed ratios."""
-    import statistics
+    """n, min, median, max and spread of measured speed ratios (regrade.ratio_range), rounded for the report."""
+    from kernellab.grading.regrade import ratio_range
     if not values:
         return {"n": 0}
-    med = statistics.median(values)
-    return {"n": len(values), "min": round(min(values), 4), "median": round(med, 4), "max": round(max(values), 4),
-            "spread": round((max(values) - min(values)) / med, 4) if med else None}
+    r = ratio_range(values)
+    return {"n": len(values), **{k: round(r[f"value_{k}"], 4) for k in ("min", "median", "max")},
+            "spread": round(r["spread"], 4) if r["spread"] is not None else None}
 
 
 def run(modes: list[str], lessons: list[str], per_lesson: int, serial_per_lesson: int, jobs: int | None,

@@ -62,9 +62,13 @@ def test_two_dimensional_guard_covers_a_block_of_rows_past_the_end():
     assert Guarded((10,), torch.float32, "cpu").base.numel() - 10 == GUARD
     t = Guarded((40, 1000), torch.float16, "cpu", strides=(1, 40))  # transposed: a tile past the last column
     assert t.base.numel() - t.span >= 256 * 40
-    # (B, H, N, D): rows of D past the last row, not 256 whole heads or batches
-    assert guard_elements((32 * 4096 * 64, 4096 * 64, 64, 1)) == GUARD
-    assert guard_elements((4096 * 512, 512, 1)) == 256 * 512 + 256
+    # (B, H, N, D): 256 rows past the last row, and outer programs past the last batch up to the view's own size
+    # (256 batch strides would be 256 times the batch)
+    shape, strides = (2, 32, 4096, 64), (32 * 4096 * 64, 4096 * 64, 64, 1)
+    assert guard_elements(shape, strides) == 2 * 32 * 4096 * 64  # its span: two batch strides past the end
+    assert guard_elements((1, 4, 64, 16), (4 * 64 * 16, 64 * 16, 16, 1)) == GUARD  # small: the 1-D minimum
+    assert guard_elements((3, 4096, 512), (8 * 512, 512, 1)) == 256 * 8 * 512 + 256  # 256 batch strides fit
+    assert guard_elements((40, 1000), (1000, 1)) == 256 * 1000 + 256
 
 
 @pytest.mark.parametrize("bug, words", [("wrong_strides", "transposed"), ("fp16_accumulation", "long-K")])

@@ -43,7 +43,7 @@ sys.exit(failed)
 """
 
 
-def generate(root: pathlib.Path, lessons=None, quiet: bool = True) -> list[pathlib.Path]:
+def generate(root: pathlib.Path, lessons=None) -> list[pathlib.Path]:
     """``nbgrader generate_assignment`` for each lesson of a course rooted at ``root``, outputs stripped."""
     lessons = list(lessons or LESSONS)
     r = subprocess.run([sys.executable, "-c", _GENERATE, *lessons], cwd=root / "autograder", capture_output=True,

@@ -44,13 +44,16 @@ def contiguous_strides(shape) -> tuple[int, ...]:
     return tuple(reversed(strides))
 
 
-def guard_elements(strides) -> int:
-    """Guard after a view: a 2-D tile that runs past the last row (or, transposed, the last column) reaches up to
-    256 rows further. Only the two innermost strides count: a kernel walks the outer dimensions (batch, head) by
-    program id and does not run past them, and 256 batch strides of a FlashAttention output at N = 16k is
-    32 GiB, which took the judge out of memory (an H100, 2026-11-25)."""
-    inner = [abs(int(st)) for st in tuple(strides)[-2:]] if len(tuple(strides)) > 1 else []
-    return max([GUARD] + [256 * st + 256 for st in inner])
+def guard_elements(shape, strides) -> int:
+    """Elements of guard after a view. A 2-D tile that runs past the last row (or, transposed, the last column)
+    reaches up to 256 rows further: 256 of each of the two innermost strides. A program too many along an outer
+    dimension (batch, head) writes whole outer strides further: up to 256 of them, but never more guard than the
+    view itself holds (256 batch strides of a FlashAttention output at N = 16k were 32 GiB, and took a judge out of
+    memory on an H100, 2026-11-25)."""
+    strides = [abs(int(st)) for st in strides]
+    guard = max([GUARD] + [256 * st + 256 for st in strides[-2:] if len(strides) > 1])
+    outer = [256 * st + 256 for st in strides[:-2]]
+    return max(guard, min(max(outer), span_of(shape, strides))) if outer else guard
 
 
 def span_of(shape, strides) -> int:
@@ -67,7 +70,7 @@ class Guarded:
         shape = tuple(int(s) for s in shape)
         strides = tuple(strides) if strides is not None else contiguous_strides(shape)
         if guard is None:
-            guard = guard_elements(strides)
+            guard = guard_elements(shape, strides)
         self.span = span_of(shape, strides)
         self.guard_value = poison_value(dtype) if guard_value is None else guard_value
         self.base = torch.full((self.span + guard,), poison_value(dtype), dtype=dtype, device=device)

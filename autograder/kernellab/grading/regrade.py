@@ -93,15 +93,20 @@ def _summarise(res: dict, wanted: dict) -> dict:
         bands = getattr(wanted[pid], "bands", ())
         r["bands"] = [t for t, _ in bands]
         if r["values"]:
-            lo, hi = min(r["values"]), max(r["values"])
-            r["value_min"], r["value_max"], r["value_median"] = lo, hi, statistics.median(r["values"])
+            r.update(ratio_range(r["values"]))
+            lo, hi = r["value_min"], r["value_max"]
             below = [t for t in r["bands"] if t <= lo]
             above = [t for t in r["bands"] if t > hi]
             # how far the measured range sits from the band edges around it, as fractions of the edge
             r["margin_below"] = (lo - max(below)) / max(below) if below else None
             r["margin_above"] = (min(above) - hi) / min(above) if above else None
-            r["spread"] = (hi - lo) / r["value_median"]
     return res
+
+
+def ratio_range(values: list[float]) -> dict:
+    """Min, max and median of measured speed ratios, and their spread: (max - min) / median."""
+    lo, hi, med = min(values), max(values), statistics.median(values)
+    return {"value_min": lo, "value_max": hi, "value_median": med, "spread": (hi - lo) / med if med else None}
 
 
 def write(res: dict, lesson: str, out: pathlib.Path) -> str:
@@ -115,7 +120,7 @@ def write(res: dict, lesson: str, out: pathlib.Path) -> str:
                        "margin below", "margin above"], [
         [pid, len(r["scores"]), ", ".join(f"{s:g}" for s in sorted(set(r["scores"]))),
          *(f"{r[k]:.3f}" if k in r else "-" for k in ("value_min", "value_median", "value_max")),
-         f"{r['spread']:.1%}" if "spread" in r else "-", " / ".join(f"{t:g}" for t in r["bands"]) or "-",
+         f"{r['spread']:.1%}" if r.get("spread") is not None else "-", " / ".join(f"{t:g}" for t in r["bands"]) or "-",
          "-" if r.get("margin_below") is None else f"{r['margin_below']:.0%}",
          "-" if r.get("margin_above") is None else f"{r['margin_above']:.0%}"] for pid, r in res.items()])
     text = "\n".join(lines) + "\n"
@@ -149,7 +154,7 @@ def summary(folder: pathlib.Path) -> str:
                 rows.append([lesson[:2], pid, stem.removeprefix(f"regrade_{lesson}").lstrip("_") or "solution", gpu,
                              date, len(r["scores"]), ", ".join(f"{s:g}" for s in sorted(set(r["scores"]))),
                              f"{r['value_min']:.3f}–{r['value_max']:.3f}" if r.get("values") else "-",
-                             f"{r['spread']:.1%}" if "spread" in r else "-",
+                             f"{r['spread']:.1%}" if r.get("spread") is not None else "-",
                              "-" if r.get("margin_below") is None else f"{r['margin_below']:.1%}",
                              "-" if r.get("margin_above") is None else f"{r['margin_above']:.1%}"])
     lines = ["# Regrade stability: every run", "", (
