@@ -129,7 +129,7 @@ def run(modes: list[str], lessons: list[str], per_lesson: int, serial_per_lesson
             after_mode(out)
     for mode in modes:
         logs = work / f"logs-{mode}"
-        scores, students, problems = {}, 0, 0
+        scores, students, problems, regraded = {}, 0, 0, []
         busy, gpus = [], 0  # (GPU busy %, seconds) of each class run: grade_class samples the GPU itself
         t0 = time.monotonic()
         ray_started = False
@@ -162,6 +162,7 @@ def run(modes: list[str], lessons: list[str], per_lesson: int, serial_per_lesson
                         print(f"--- {f[:80]}\n{r.get('child_log_tail', '')[-1200:]}\n{r.get('judge_log_tail', '')[-600:]}")
                 students += summary["students"]
                 problems += summary["jobs"]
+                regraded += [f"{lesson}/{k}" for k in summary.get("regraded_alone", [])]
                 gpus = summary["gpus"]
                 if summary["gpu_util_mean"] is not None:
                     busy.append((summary["gpu_util_mean"], summary["seconds"]))
@@ -175,13 +176,31 @@ def run(modes: list[str], lessons: list[str], per_lesson: int, serial_per_lesson
             util = round(sum(u * t for u, t in busy) / sum(t for _, t in busy), 1) if busy else None
         out["modes"][mode] = {"wall_s": round(wall, 1), "students": students, "problems": problems, "gpus": gpus,
                               "gpu_util_mean": util, "per_student_s": round(wall / max(1, students), 1),
-                              "jobs": jobs or classqueue.default_jobs()}
+                              "jobs": 1 if mode == "serial" else (jobs or classqueue.default_jobs())}
         if mode != "serial":
             out["modes"][mode]["timed_holds"], out["modes"][mode]["holds_beside_timing"] = timing_overlaps(logs)
+            out["modes"][mode]["regraded_alone"] = regraded
+        # Timed runs whose allocations failed until the allocator freed its cache (memory short beside others)
+        out["modes"][mode]["alloc_retries"] = short_of_memory(logs)
         out["scores"][mode] = scores
         out["ratios"][mode] = {f"{lesson}/{k}": v for lesson in lessons for k, v in _ratios(logs, lesson).items()}
         if after_mode is not None:  # a run cut short by its time limit keeps the modes it finished
             after_mode(out)
+    return out
+
+
+def short_of_memory(logs: pathlib.Path) -> dict:
+    """student/lesson/problem -> allocator retries in its timed runs (the learner's replay and the baseline), from
+    each grading's record; only those with any."""
+    out = {}
+    for f in sorted(logs.glob("*/*/*/result.json")):
+        try:
+            r = json.loads(f.read_text())
+        except (OSError, ValueError):
+            continue
+        n = (r.get("alloc_retries") or 0) + (r.get("baseline_alloc_retries") or 0)
+        if n:
+            out["/".join(f.parts[-4:-1])] = n
     return out
 
 
@@ -194,7 +213,8 @@ def merge(parts: list[dict]) -> dict:
     for p in parts:
         for mode, m in p["modes"].items():
             acc = out["modes"].setdefault(mode, {"wall_s": 0.0, "students": 0, "problems": 0, "gpus": m["gpus"],
-                                                 "_busy": 0.0, "_busy_s": 0.0, "jobs": m["jobs"]})
+                                                 "_busy": 0.0, "_busy_s": 0.0,
+                                                 "jobs": 1 if mode == "serial" else m["jobs"]})
             acc["wall_s"] += m["wall_s"]
             if len(p["lessons"]) == 1:  # one lesson in this part: its own row
                 out["by_lesson"].setdefault(p["lessons"][0], {})[mode] = {
@@ -312,14 +332,14 @@ def main() -> int:
     ap.add_argument("--part", default=None, help="write part_<NAME>.json (to --out) instead of the report")
     ap.add_argument("--merge", nargs="*", default=None, help="part files to merge into the report")
     ap.add_argument("--out", default=os.environ.get("OUT", "assets/gpu"))
-    ap.add_argument("--header-file", default=None, help="merge: the report's header lines (parts made before "
-                                                          "parts carried their machine's header)")
+    ap.add_argument("--header-file", default=None, help="merge: the report's header lines, in place of the first "
+                                                          "part's (parts from several runs: say each run's date)")
     ap.add_argument("--note", action="append", default=[], help="merge: a note line for the report")
     a = ap.parse_args()
     out = pathlib.Path(a.out)
     if a.merge:
         res = merge([json.loads(pathlib.Path(p).read_text()) for p in a.merge])
-        if a.header_file and not res.get("header"):
+        if a.header_file:
             res["header"] = pathlib.Path(a.header_file).read_text().splitlines()
         print(write(res, out, a.note))
         return 0

@@ -447,8 +447,9 @@ def test_a_job_out_of_memory_beside_others_is_graded_again_with_its_gpu_alone(tm
     alone = classqueue.grade_class(tmp_path, L, jobs=1, progress=False, force=True, only=["add_correct"])
     assert alone["regraded_alone"] == [] and "out of memory" in alone["results"]["b"]["add_correct"][2]
     assert len(calls) == 3
-    from kernellab.grading.slots import grade_again_alone, out_of_memory
+    from kernellab.grading.slots import grade_again_alone, out_of_memory, timed_short_of_memory
     assert out_of_memory("RuntimeError: CUDA error: out of memory") and not out_of_memory("ok")
+    assert timed_short_of_memory({"baseline_alloc_retries": 2}) and not timed_short_of_memory({"alloc_retries": 0})
     assert grade_again_alone("The process running your code died (exit code 1) while running it")
     assert "graded again with the GPU alone" in classqueue.describe(out)
 
@@ -460,17 +461,17 @@ def test_ray_grades_again_in_a_whole_gpu_task_only_after_sharing_its_gpu():
     from kernellab.grading.cluster import RayGrader
 
     class Task:
-        def __init__(self, message):
-            self.message, self.calls = message, 0
+        def __init__(self, message, record=None):
+            self.message, self.record, self.calls = message, record or {}, 0
 
         def remote(self, *args):
             self.calls += 1
             return {"fraction": 0.0 if "memory" in self.message else 1.0, "message": self.message, "details": {},
-                    "record": {}}
+                    "record": dict(self.record)}
 
-    def grader(per_gpu, first_message):
+    def grader(per_gpu, first_message, first_record=None):
         g = RayGrader.__new__(RayGrader)  # no cluster: the tasks are stand-ins, _wait hands their result back
-        g.per_gpu, g._shared, g._whole = per_gpu, Task(first_message), Task("ok")
+        g.per_gpu, g._shared, g._whole = per_gpu, Task(first_message, first_record), Task("ok")
         g._wait = lambda ref: ref
         return g
 
@@ -483,3 +484,63 @@ def test_ray_grades_again_in_a_whole_gpu_task_only_after_sharing_its_gpu():
         g = grader(per_gpu, message)
         outcome, record = g.grade(p, nb, 1, {}, {}, L)
         assert (g._shared.calls, g._whole.calls) == (1, 0) and "regraded_alone" not in record
+    # Timed short of memory beside other tasks (the allocator freed its cache and retried): its score stands only
+    # when graded alone, so a shared task is graded again; a task with the GPU to itself keeps its measurement.
+    for per_gpu, regraded in ((2, True), (1, False)):
+        g = grader(per_gpu, "ok: 1.02x the baseline", {"alloc_retries": 30})
+        outcome, record = g.grade(p, nb, 1, {}, {}, L)
+        assert (g._whole.calls == 1) == regraded and bool(record.get("regraded_alone")) == regraded
+
+
+def test_timing_cores_are_kept_per_gpu_where_cores_spare():
+    """grading/cores.py: two cores per GPU for its timed process, the highest-numbered, and the untimed processes
+    on the rest; nothing kept where fewer than four cores would be left."""
+    from kernellab.grading.cores import timing_cores, untimed_cores
+    sixteen = set(range(16))
+    assert timing_cores(0, 1, sixteen) == {14, 15} and untimed_cores(1, sixteen) == set(range(14))
+    assert (timing_cores(0, 2, sixteen), timing_cores(1, 2, sixteen)) == ({14, 15}, {12, 13})
+    assert untimed_cores(2, sixteen) == set(range(12))
+    assert timing_cores(0, 1, {0, 1, 2, 3, 4}) == set() and untimed_cores(1, {0, 1, 2, 3, 4}) == {0, 1, 2, 3, 4}
+    assert timing_cores(0, 1, {3, 5, 8, 9, 11, 20}) == {11, 20}  # the cores this process may use, not 0..n-1
+
+
+_STAND_IN_JUDGE = """
+import os, pathlib, sys, time
+job = pathlib.Path(sys.argv[1])
+time.sleep(0.5)  # the parent pins a child just after starting it
+start = sorted(os.sched_getaffinity(0))
+(job / "phase").write_text("alone")
+while not (job / "go").exists():
+    time.sleep(0.01)
+(job / "cores.txt").write_text(f"{start} {sorted(os.sched_getaffinity(0))}")
+(job / "phase").write_text("done")
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity") or len(os.sched_getaffinity(0)) < 2,
+                    reason="needs Linux and two cores")
+def test_a_timed_judge_runs_on_its_gpus_own_cores(tmp_path, monkeypatch):
+    """Under a class queue a judge starts on the untimed cores, and once it has its GPU alone, on the timing cores
+    kept for that GPU (here one core of this machine for timing, the rest for everything else); its record says
+    which."""
+    from kernellab.grading import cores as cores_mod
+    from kernellab.grading import zygote
+    monkeypatch.setattr(cores_mod, "TIMING_CORES", 1)
+    monkeypatch.setattr(cores_mod, "SPARE_CORES", 1)
+    pkg = tmp_path / "standin"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "judge.py").write_text(_STAND_IN_JUDGE)
+    monkeypatch.setenv("PYTHONPATH", f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
+    monkeypatch.setattr(zygote, "spawn", lambda *a, **k: None)  # a fresh process: this module is not the zygote's
+    job = tmp_path / "job"
+    job.mkdir()
+    slots = GpuSlots(1)
+    timed, untimed = slots.cores(True), slots.cores(False)
+    assert timed and untimed and not timed & untimed
+    with harness.use_slots(slots):
+        why, info = harness._run_child(job, False, None, module="standin.judge", result="cores.txt", alone=True)
+    assert why is None, why
+    assert (job / "cores.txt").read_text() == f"{sorted(untimed)} {sorted(timed)}"
+    assert info["cores"] == {"start": sorted(untimed), "timed": sorted(timed)}
+    assert [h[2] for h in info["holds"]] == [False, True]  # shared until it asked to time, then alone

@@ -40,6 +40,24 @@ def _node_facts():
     return measure_ceilings(quiet=True), facts()
 
 
+_NODE_GPUS: list = []
+
+
+def _node_gpus() -> int:
+    """How many GPUs this task's node gives Ray (asked once per worker process)."""
+    if not _NODE_GPUS:
+        import ray
+        me = ray.get_runtime_context().get_node_id()
+        node = next((n for n in ray.nodes() if n.get("NodeID") == me), {})
+        _NODE_GPUS.append(max(1, int(node.get("Resources", {}).get("GPU", 1))))
+    return _NODE_GPUS[0]
+
+
+def _gpu_index(gpu_id: str) -> int:
+    """A GPU's place among its node's (Ray's GPU ids are its CUDA device numbers there)."""
+    return int(gpu_id) if str(gpu_id).isdigit() else 0
+
+
 def _task_start(budgets: dict):
     from . import harness
     for name, value in budgets.items():  # the driver's budgets (a test's short ones) hold here too
@@ -62,7 +80,8 @@ def grade_task(lesson: str, problem_id: str, nb_text: str, seed: int, budgets: d
     nb = nbformat.reads(nb_text, as_version=4)
     ceil, facts = _node_facts()
     gpus = [str(g) for g in ray.get_gpu_ids()]
-    slots = NodeGpuLock(gpus[0]) if gpus else None  # no GPU: nothing is timed, nothing to share
+    # no GPU: nothing is timed, nothing to share; the node's GPU count places its timing cores (slots.timing_cores)
+    slots = NodeGpuLock(gpus[0], index=_gpu_index(gpus[0]), gpus=_node_gpus()) if gpus else None
     with harness.use_slots(slots):
         outcome, record = harness.grade_problem(p, nb, seed, ceil, facts, lesson)
     record.update({"node": socket.gethostname(), "task_gpu_ids": gpus, "task_pid": os.getpid(),

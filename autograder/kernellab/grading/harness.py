@@ -29,6 +29,7 @@ from ..paths import pythonpath_with_package
 from ..problems.base import (CallResult, Outcome, judge_answers, judge_correctness, judge_function,
                              seeded_generator)
 from . import zygote
+from .cores import pin
 from .secret import problem_seed
 
 # Seconds. Compilation/autotuning and the graded run have separate budgets (GRADING.md, 9).
@@ -102,17 +103,19 @@ def _run_child(jobdir: pathlib.Path, interpreted: bool = False,
     # A judge that times starts beside other work and asks for its GPU alone only when it is about to time
     # (its "alone" phase); any other process that times holds its GPU alone from the start.
     handoff = alone and module.endswith(".judge")
+    # CPU cores too (grading/cores.py): a timed process on its GPU's own cores, the rest off them.
+    cores = {"start": sorted(slots.cores(alone and not handoff)), "timed": sorted(slots.cores(True))}
     with slots.process(alone and not handoff, _STOP) as held:
         why, info = _start_child(jobdir, interpreted, limit_s, module, result,
                                  slots.env() if DEVICE.on_gpu and not interpreted else {},
-                                 held.go_alone if handoff else None)
+                                 held.go_alone if handoff else None, cores)
     info.update({"gpu_slot": slots.gpu(), "slot_wait_s": round(held.waited, 2), "alone": alone,
                  "holds": [[round(a, 3), round(b, 3), al] for a, b, al in held.spans]})
     return why, info
 
 
 def _start_child(jobdir, interpreted, limit_s, module, result, extra_env: dict,
-                 go_alone=None) -> tuple[str | None, dict]:
+                 go_alone=None, cores: dict | None = None) -> tuple[str | None, dict]:
     budgets = {"start": LOAD_BUDGET, "import": LOAD_BUDGET, "load": LOAD_BUDGET,
                "compile": COMPILE_BUDGET, "run": RUN_BUDGET, "alone": 30.0, "done": 30.0}
     if limit_s is not None:
@@ -130,12 +133,21 @@ def _start_child(jobdir, interpreted, limit_s, module, result, extra_env: dict,
             proc = subprocess.Popen([sys.executable, "-m", module, str(jobdir), str(os.getpid())],
                                     cwd=jobdir, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                     env=env, start_new_session=True)
+        pinned = {"start": sorted(cores["start"]) if cores and pin(proc.pid, set(cores["start"])) else None}
+        if go_alone is not None and cores:
+            handoff = go_alone
+
+            def go_alone():  # its GPU alone, then its cores: both before it is told to go
+                handoff()
+                if pin(proc.pid, set(cores["timed"])):
+                    pinned["timed"] = sorted(cores["timed"])
         try:
             why, phase = _watch(proc, jobdir, budgets, go_alone)
         finally:  # interrupted here (Ctrl-C): the child goes too
             if proc.poll() is None:
                 zygote.kill_group(proc)
-    info = {"exit_code": proc.returncode, "last_phase": phase, "wall_s": time.monotonic() - t0}
+    info = {"exit_code": proc.returncode, "last_phase": phase, "wall_s": time.monotonic() - t0,
+            "cores": {k: v for k, v in pinned.items() if v}}
     # Only a clean exit after the trusted code wrote its result counts: a result file left by a process
     # that then died (or was made to exit) is not read.
     if why is None and (proc.returncode != 0 or not (jobdir / result).exists()):
@@ -278,6 +290,7 @@ def _baseline_in_a_clean_process(problem, seed: int, lesson: str, record: dict) 
         if why:
             return [], "Timing the baseline failed: " + why
         m = torch.load(judge / "judged.pt", weights_only=True)["measurement"]
+    record["baseline_alloc_retries"] = m.get("alloc_retries", 0)
     if m.get("error") or not m.get("base_ms"):
         return [], f"Timing the baseline failed: {m.get('error') or 'no times'}"
     return m["base_ms"], None
@@ -366,6 +379,7 @@ def _grade_by_replay(problem, sources, seed: int, ceil, lesson: str, limit_s, re
     if isinstance(judged, Outcome):
         return judged, record
     if problem.kind == "speed":
+        record["alloc_retries"] = judged["measurement"].get("alloc_retries", 0)
         return _judge_timing(problem, judged, judge_seed, ceil), record
     results = []
     for worker_row, replayed in zip(rows, judged.get("results", [])):

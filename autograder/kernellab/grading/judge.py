@@ -128,6 +128,7 @@ def main(jobdir: str, parent_pid: int) -> int:
         while not (job_dir / "go").exists():
             time.sleep(0.01)
         (job_dir / "phase").write_text("run")
+        retries = torch.cuda.memory_stats().get("num_alloc_retries", 0)
         try:
             if job.get("baseline_only"):  # a whole program timed in its worker: only the baseline here
                 m = measure_speed(None, problem, job["seed"], watch=False, parts=("base",))
@@ -135,6 +136,9 @@ def main(jobdir: str, parent_pid: int) -> int:
                 m = measure_speed(replay_function(records[0], folder, "cuda"), problem, job["seed"], watch=False)
         except Exception as exc:  # noqa: BLE001 - a refused record, or a kernel failing in a timed run
             m = {"error": describe_exception(exc, f"`{problem.names[0]}` at the timed size")}
+        # Allocations that failed until the allocator gave back its cache and tried again: the timed runs had too
+        # little GPU memory (others' memory beside this process, under a class queue), and paid for it.
+        m["alloc_retries"] = torch.cuda.memory_stats().get("num_alloc_retries", 0) - retries
         if m.get("sketches"):
             m["sketches"] = [[i, idx, vals] for i, idx, vals in m["sketches"]]
         out["measurement"] = m

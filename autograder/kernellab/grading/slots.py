@@ -11,6 +11,10 @@ timed run on GPU 0 leaves GPU 1's untimed work going (the timer reads the GPU, w
 A job whose process ran out of GPU memory beside others (another submission's huge buffers can cause it) is
 graded once more with its GPU alone (``grader``, ``whole_gpu``), so memory taken by others never costs it points.
 
+CPU cores are kept the same way (grading/cores.py): where the machine has cores to spare, two per GPU are its timed
+process's, and every untimed grading process runs on the others, so a host-bound timed step (Python launching
+kernels) never waits for a core that compiling or autotuning took.
+
 Grading one notebook (nbgrader, ``kernellab grade``) uses no slots: one process at a time is alone anyway.
 
 ``NodeGpuLock`` is the same rule between processes (Ray tasks on one node, grading/cluster.py), kept with file
@@ -25,6 +29,8 @@ import pathlib
 import tempfile
 import threading
 import time
+
+from .cores import timing_cores, untimed_cores
 
 
 class GpuSlots:
@@ -67,6 +73,11 @@ class GpuSlots:
     def env(self) -> dict:
         """Environment for a process of the calling thread's job: its GPU, alone visible."""
         return {"CUDA_VISIBLE_DEVICES": self.visible[self.gpu()]}
+
+    def cores(self, alone: bool) -> set:
+        """CPU cores for a process of the calling thread's job: its GPU's timing cores when it times, else the
+        untimed ones (empty: no cores kept, it runs anywhere)."""
+        return timing_cores(self.gpu(), self.n) if alone else untimed_cores(self.n)
 
     @contextlib.contextmanager
     def hold(self, alone: bool, stop: threading.Event | None = None):
@@ -185,8 +196,9 @@ class NodeGpuLock:
     second file (the gate), which new untimed processes must pass, so timing is not starved by a stream of
     untimed work; it waits only for those already running. The kernel drops a dead process's locks."""
 
-    def __init__(self, gpu_id: str, folder: str | os.PathLike | None = None):
-        self.id = str(gpu_id)
+    def __init__(self, gpu_id: str, folder: str | os.PathLike | None = None, index: int = 0, gpus: int = 1):
+        """``index``/``gpus``: this GPU's place among the node's GPUs, and how many it has (cores kept per GPU)."""
+        self.id, self.index, self.gpus = str(gpu_id), index, gpus
         base = pathlib.Path(folder or pathlib.Path(tempfile.gettempdir()) / f"kernellab-gpu-locks-{os.getuid()}")
         base.mkdir(parents=True, exist_ok=True)
         self._lock, self._gate = base / f"gpu-{self.id}.lock", base / f"gpu-{self.id}.gate"
@@ -196,6 +208,9 @@ class NodeGpuLock:
 
     def env(self) -> dict:
         return {}  # Ray has set this process's CUDA_VISIBLE_DEVICES; its children inherit it
+
+    def cores(self, alone: bool) -> set:
+        return timing_cores(self.index, self.gpus) if alone else untimed_cores(self.gpus)
 
     def process(self, alone: bool, stop: threading.Event | None = None):
         return held_for_one_process(self, alone, stop)
@@ -235,11 +250,18 @@ def once_more_alone(first: tuple, shared: bool, alone) -> tuple:
     """(outcome, record) of a grading, or, when it shared its GPU and should be graded again alone
     (``grade_again_alone``), ``alone()``'s, its record marked ``regraded_alone``. The queue's rule and Ray's."""
     outcome, record = first
-    if not (shared and grade_again_alone(outcome.message)):
+    if not (shared and (grade_again_alone(outcome.message) or timed_short_of_memory(record))):
         return first
     outcome, record = alone()
     record["regraded_alone"] = True
     return outcome, record
+
+
+def timed_short_of_memory(record: dict) -> bool:
+    """Its timed runs (the learner's replay, or the baseline) had allocations fail until the allocator freed its
+    cache and tried again: too little GPU memory beside other gradings' processes, a cost the learner's own GPU
+    would not charge (each retry frees and allocates again, synchronising the device)."""
+    return bool(record.get("alloc_retries") or record.get("baseline_alloc_retries"))
 
 
 def grade_again_alone(message: str) -> bool:

@@ -701,8 +701,10 @@ def two_stage(rows: int = 24, programs: int = 4, cols: int = 8):
 def going_further() -> None:
     from ...device import explain_extensions
     rows = [
-        ("torch.library.triton_op + wrap_triton: Inductor sees your kernel and can fuse around it",
-         DEVICE.on_gpu, "needs a GPU: Inductor cannot trace an interpreted kernel"),
+        ("torch.library.triton_op + wrap_triton: Inductor launches your kernel from its own code (less host time "
+         "than a custom op's dispatch, 50-75 us a call on an H100's host). Cast float scalars to fp32 in the kernel "
+         "(Inductor passes them as fp64), write outputs through their strides, and compare the compiled gradients: "
+         "assets/bench/lesson07_step_host.md", DEVICE.on_gpu, "needs a GPU: Inductor cannot trace an interpreted kernel"),
         ("torch.compile(mode='reduce-overhead'): CUDA graphs around the compiled step", DEVICE.on_gpu, "needs a GPU"),
         ("a fused cross-entropy (the logits never written in full), as Liger-Kernel does", True, ""),
         ("RMSNorm forward and backward: the same two-stage reduction with one statistic", True, ""),

@@ -1,0 +1,45 @@
+"""CPU cores kept for timing while a class is graded: where the machine has cores to spare, each GPU's timed
+process gets cores of its own and every untimed grading process (compiling, autotuning, checking) runs on the
+others, so a timed step that the host launches never waits for a core (grading/slots.py keeps the GPUs)."""
+from __future__ import annotations
+
+import os
+
+TIMING_CORES = 2  # per GPU, for its timed process
+SPARE_CORES = 4  # at least this many left for everything else, or no cores are kept
+
+
+def timing_cores(index: int, gpus: int, cores=None) -> set:
+    """The CPU cores kept for GPU ``index``'s timed process: the highest-numbered ``TIMING_CORES`` not kept for a
+    lower index, of ``cores`` (default: the ones this process may use). None are kept where fewer than
+    ``SPARE_CORES`` would be left for the rest."""
+    cores = sorted(os.sched_getaffinity(0) if cores is None else cores)
+    if gpus < 1 or len(cores) < gpus * TIMING_CORES + SPARE_CORES:
+        return set()
+    top = len(cores) - index * TIMING_CORES
+    return set(cores[top - TIMING_CORES:top])
+
+
+def untimed_cores(gpus: int, cores=None) -> set:
+    """The cores every untimed grading process runs on: all but those kept for timing."""
+    cores = set(os.sched_getaffinity(0) if cores is None else cores)
+    return cores - set().union(*(timing_cores(i, gpus, cores) for i in range(gpus)))
+
+
+def pin(pid: int, cores: set) -> bool:
+    """Move every thread of process ``pid`` to ``cores`` (its children inherit them). False where that cannot be
+    done: no such process any more, no ``sched_setaffinity`` (not Linux), or no cores given."""
+    if not cores or not hasattr(os, "sched_setaffinity"):
+        return False
+    try:
+        tids = [int(t) for t in os.listdir(f"/proc/{pid}/task")]
+    except OSError:
+        tids = [pid]
+    done = False
+    for tid in tids:
+        try:
+            os.sched_setaffinity(tid, cores)
+            done = True
+        except OSError:  # a thread that ended meanwhile, or the process itself
+            pass
+    return done

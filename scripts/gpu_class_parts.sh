@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# On the offline GPU machine: install the class-grading wheels and grade parts of the synthetic class, one
+# (mode, lesson) per part, each under its own time limit, into $OUT (scripts/class_grading.py --part).
+#   here:  bash ../shared/tools/gpu-wheels.sh .whl ray, then .whlcls = .whl without nbgrader, ray, sqlalchemy,
+#          rapidfuzz, widgetsnbextension, alembic and mako, plus ray_slim.zip (ray's wheel without jars, rllib,
+#          data, serve, llm, tune, train and the dashboard's client build): under the 64 MiB a run carries
+#   there: bash scripts/gpu_class_parts.sh queue:04_flash_attention:q04:240 ray_local:03_fused_softmax_layernorm:r03:260
+set -u
+python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whlcls/*.whl 2>&1 | grep -v WARNING | tail -2
+python3 - <<'PY'
+import zipfile; zipfile.ZipFile(".whlcls/ray_slim.zip").extractall("/tmp/site")
+PY
+find /tmp/site/ray/core -type f \( -name raylet -o -name gcs_server \) -exec chmod +x {} +
+export PYTHONPATH=$PWD/autograder:/tmp/site PATH=/tmp/site/bin:$PATH KERNELLAB_CACHE=/tmp/klc
+for spec in "$@"; do
+  IFS=: read -r mode lesson part t <<<"$spec"
+  echo "== $spec $(date -u +%T)"
+  timeout -k 20 "$t" python3 scripts/class_grading.py --modes "$mode" --lessons "$lesson" --part "$part" \
+    --out "$OUT" --serial-per-lesson 1 2>&1 | grep -v "Warning\|^E11\|^W11" | tail -12
+  pkill -f raylet; pkill -f gcs_server; sleep 1
+done
+ls -la "$OUT"

@@ -1,0 +1,275 @@
+"""Where lesson 07's training step spends the host's time (GPU only).
+
+The compiled step with the course's kernels as ``custom_op``s was host-bound on an H100 (assets/bench/lesson07.md):
+its kernels take ~1.7 ms in a CUDA graph but the step ~3.9 ms by the course's timer. This script measures, for each
+way to run the step, the host's time to enqueue it next to the GPU's, profiles the host side, prices single calls
+(a raw Triton launch, the wrapper, the custom op, an autotuned launch), and tries the same kernels registered with
+``torch.library.triton_op`` + ``wrap_triton`` (Inductor then launches them from its own generated code).
+
+    python3 scripts/step_host.py --out DIR      # DIR/step_host.json and DIR/step_host.md
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import pathlib
+import statistics
+import sys
+import time
+
+import kernellab  # noqa: F401 - before triton
+import torch
+
+# The solution's custom-op cell, with triton_op + wrap_triton instead of custom_op (a variant, in its own namespace).
+TRITON_OP_CELL = '''
+from torch.library import triton_op, wrap_triton
+
+
+@triton_op("kl07t::flash_attention", mutates_args=())
+def flash_attention_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                       causal: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    B, H, N, D = q.shape
+    o = torch.empty((B, H, N, D), dtype=q.dtype, device=q.device)
+    lse = torch.empty((B, H, N), dtype=torch.float32, device=q.device)
+    grid = lambda meta: (triton.cdiv(N, meta["BLOCK_M"]), B * H)
+    wrap_triton(flash_fwd_kernel)[grid](q, k, v, o, lse, *q.stride()[:3], *k.stride()[:3], *v.stride()[:3],
+                                        *o.stride()[:3], H, N, 1.4426950408889634 / math.sqrt(D), HEAD_DIM=D,
+                                        CAUSAL=bool(causal))
+    return o, lse
+
+
+@triton_op("kl07t::flash_attention_backward", mutates_args=())
+def flash_attention_backward_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor,
+                                lse: torch.Tensor, do: torch.Tensor,
+                                causal: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    B, H, N, D = q.shape
+    dq = torch.empty((B, H, N, D), dtype=q.dtype, device=q.device)
+    dk = torch.empty_like(dq)
+    dv = torch.empty_like(dq)
+    delta = torch.empty((B, H, N), dtype=torch.float32, device=q.device)
+    wrap_triton(delta_kernel)[(triton.cdiv(N, 64), B * H)](o, do, delta, *o.stride()[:3], *do.stride()[:3], H, N,
+                                                           HEAD_DIM=D, BLOCK_M=64)
+    args = (*q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *do.stride()[:3], H, N, 1.0 / math.sqrt(D))
+    wrap_triton(dkdv_kernel)[lambda meta: (triton.cdiv(N, meta["BLOCK_N"]), B * H)](
+        q, k, v, do, lse, delta, dk, dv, *args, HEAD_DIM=D, CAUSAL=bool(causal))
+    wrap_triton(dq_kernel)[lambda meta: (triton.cdiv(N, meta["BLOCK_M"]), B * H)](
+        q, k, v, do, lse, delta, dq, *args, HEAD_DIM=D, CAUSAL=bool(causal))
+    return dq, dk, dv
+
+
+def _attention_setup(ctx, inputs, output):
+    q, k, v, causal = inputs
+    o, lse = output
+    ctx.save_for_backward(q, k, v, o, lse)
+    ctx.causal = causal
+
+
+def _attention_backward(ctx, do, dlse):
+    q, k, v, o, lse = ctx.saved_tensors
+    dq, dk, dv = flash_attention_backward_op(q, k, v, o, lse, do, ctx.causal)
+    return dq, dk, dv, None
+
+
+flash_attention_op.register_autograd(_attention_backward, setup_context=_attention_setup)
+
+
+@triton_op("kl07t::add_layernorm", mutates_args=())
+def add_layernorm_op(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor,
+                     eps: float) -> torch.Tensor:
+    d = x.shape[-1]
+    x2, r2 = x.reshape(-1, d), residual.reshape(-1, d)
+    n_rows, n_cols = x2.shape
+    out = torch.empty_like(x2)
+    block_c = triton.next_power_of_2(n_cols)
+    rows = max(1, 4096 // block_c)
+    warps = max(4, min(16, rows * block_c // 512))
+    wrap_triton(add_layernorm_kernel)[(triton.cdiv(n_rows, rows),)](
+        out, x2, r2, weight, bias, n_rows, n_cols, x2.stride(0), r2.stride(0), out.stride(0), eps,
+        BLOCK_C=block_c, ROWS=rows, num_warps=warps)
+    return out.view(x.shape)
+
+
+@triton_op("kl07t::add_layernorm_backward", mutates_args=())
+def add_layernorm_backward_op(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, dy: torch.Tensor,
+                              eps: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    d = x.shape[-1]
+    x2, r2, dy2 = x.reshape(-1, d), residual.reshape(-1, d), dy.reshape(-1, d)
+    n_rows, n_cols = x2.shape
+    dx = torch.empty((n_rows, n_cols), dtype=x.dtype, device=x.device)
+    block_c = triton.next_power_of_2(n_cols)
+    rows = max(1, 2048 // block_c)
+    warps = max(4, min(16, rows * block_c // 512))
+    tiles = triton.cdiv(n_rows, rows)
+    sms = torch.cuda.get_device_properties(x.device).multi_processor_count
+    per_sm = max(1, min(4, 8192 // block_c))
+    tiles_per_program = triton.cdiv(tiles, min(tiles, per_sm * sms))
+    n_parts = triton.cdiv(tiles, tiles_per_program)
+    dw_part = torch.empty((n_parts, n_cols), dtype=torch.float32, device=x.device)
+    db_part = torch.empty((n_parts, n_cols), dtype=torch.float32, device=x.device)
+    wrap_triton(ln_backward_rows_kernel)[(n_parts,)](
+        dx, dw_part, db_part, x2, r2, weight, dy2, n_rows, n_cols,
+        x2.stride(0), r2.stride(0), dy2.stride(0), dx.stride(0), eps, tiles_per_program,
+        BLOCK_C=block_c, ROWS=rows, num_warps=warps)
+    dw = torch.empty((n_cols,), dtype=weight.dtype, device=x.device)
+    db = torch.empty((n_cols,), dtype=weight.dtype, device=x.device)
+    wrap_triton(ln_backward_reduce_kernel)[(triton.cdiv(n_cols, 16),)](dw, db, dw_part, db_part, n_parts, n_cols,
+                                                                       BLOCK_P=64, BLOCK_C=16)
+    return dx.view(x.shape), dw, db
+
+
+def _layernorm_setup(ctx, inputs, output):
+    x, residual, weight, bias, eps = inputs
+    ctx.save_for_backward(x, residual, weight)
+    ctx.eps = eps
+
+
+def _layernorm_backward(ctx, dy):
+    x, residual, weight = ctx.saved_tensors
+    dx, dw, db = add_layernorm_backward_op(x, residual, weight, dy, ctx.eps)
+    return dx, dx, dw, db, None
+
+
+add_layernorm_op.register_autograd(_layernorm_backward, setup_context=_layernorm_setup)
+'''
+
+# Under Inductor a Python float argument of a user kernel arrives as fp64 (in a plain launch: fp32), which makes
+# tl.dot's accumulator fp64 and fails to compile; the variant's kernels cast their float scalars first.
+FP32_SCALARS = (
+    ("    start_m = tl.program_id(0)\n    if CAUSAL:", "    qk_scale = qk_scale.to(tl.float32)\n"
+     "    start_m = tl.program_id(0)\n    if CAUSAL:"),
+    ("    qk_scale = sm_scale * 1.4426950408889634", "    sm_scale = sm_scale.to(tl.float32)\n"
+     "    qk_scale = sm_scale * 1.4426950408889634"),
+    ("/ n_cols + eps)", "/ n_cols + eps.to(tl.float32))"),
+)
+
+
+def load_triton_op_variant(lesson: str) -> dict:
+    """The solution with TRITON_OP_CELL for its custom-op cell and FP32_SCALARS applied to its kernels."""
+    from kernellab.notebook_cells import exec_cells, grade_id, new_namespace, read_notebook, repo_root, sources_for
+    nb = read_notebook(repo_root() / "solutions" / lesson / f"{lesson}.ipynb")
+    for c in nb.cells:
+        if grade_id(c) == "custom_ops_code":
+            c.source = TRITON_OP_CELL
+        for a, b in FP32_SCALARS:
+            c.source = c.source.replace(a, b)
+    sources, missing = sources_for(nb, ("block_forward",))
+    assert not missing, missing
+    ns = new_namespace(lesson)
+    exec_cells(sources, ns, tag=f"{lesson}-triton-op")
+    return ns
+
+
+NAMES = ("add_layernorm_backward", "block_forward", "flash_attention", "add_layernorm_backward_op",
+         "ln_backward_rows_kernel", "flash_fwd_kernel")
+
+
+def host_and_wall(call, n: int = 20) -> dict:
+    """Median host time to enqueue one call (no sync inside) and its wall time to completion, ms."""
+    host, wall = [], []
+    for _ in range(n):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        call()
+        t1 = time.perf_counter()
+        torch.cuda.synchronize()
+        t2 = time.perf_counter()
+        host.append((t1 - t0) * 1e3)
+        wall.append((t2 - t0) * 1e3)
+    return {"host_ms": statistics.median(host), "wall_ms": statistics.median(wall)}
+
+
+def per_call_us(call, n: int = 300) -> float:
+    """Host microseconds per call, back to back (the GPU runs behind)."""
+    call()
+    torch.cuda.synchronize()
+    best = []
+    for _ in range(3):
+        t0 = time.perf_counter()
+        for _ in range(n):
+            call()
+        best.append((time.perf_counter() - t0) * 1e6 / n)
+        torch.cuda.synchronize()
+    return min(best)
+
+
+def profile_table(call, steps: int = 3, rows: int = 25) -> str:
+    from torch.profiler import ProfilerActivity, profile
+    call()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        for _ in range(steps):
+            call()
+        torch.cuda.synchronize()
+    return prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=rows)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", type=pathlib.Path, required=True)
+    ap.add_argument("--skip-triton-op", action="store_true", help="leave out the triton_op variant")
+    args = ap.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    from kernellab.device import DEVICE
+    from kernellab.lessons.l07_ship_it import problems as L
+    from kernellab.notebook_cells import load_solution
+    from kernellab.timing import bench, do_bench_ms
+    assert DEVICE.on_gpu, "needs a GPU"
+    res = {"device": DEVICE.name, "torch": torch.__version__}
+    import triton
+    res["triton"] = triton.__version__
+    sol = load_solution(L.LESSON, NAMES)
+
+    # single calls, host microseconds
+    dev = DEVICE.torch_device
+    x, r, w, dy, eps = L.ln_inputs_at(1024, 8192)
+    ln = sol["add_layernorm_backward"]
+    micro = {
+        "torch.empty (1M fp16)": lambda: torch.empty((1 << 20,), dtype=torch.float16, device=dev),
+        "torch.cuda.get_device_properties": lambda: torch.cuda.get_device_properties(dev),
+        "add_layernorm_backward (2 launches, 5 allocations)": lambda: ln(x, r, w, dy, eps),
+        "torch.ops.kl07.add_layernorm_backward (custom_op)": lambda: sol["add_layernorm_backward_op"](x, r, w, dy, eps),
+    }
+    q = torch.randn(4, 16, 2048, 64, device=dev, dtype=torch.float16)
+    micro["flash_attention forward (autotuned launch + 2 allocations)"] = lambda: sol["flash_attention"](q, q, q, True)
+    res["micro_us"] = {n: per_call_us(f) for n, f in micro.items()}
+    print(json.dumps(res["micro_us"], indent=1), flush=True)
+
+    fns = L.step_contenders(sol["block_forward"])
+    t0 = time.perf_counter()
+    if not args.skip_triton_op:
+        tsol = load_triton_op_variant(L.LESSON)
+        fns["yours, compiled (triton_op)"] = (
+            lambda xx, p, dout, h: L.step_through_compile(tsol["block_forward"], xx, *p, dout, h))
+    try:
+        if "yours, compiled (triton_op)" in fns:
+            L.step_calls({"t": fns["yours, compiled (triton_op)"]}, L.GPU_SHAPE, graphs=False)
+    except Exception as exc:  # noqa: BLE001 - reported
+        res["triton_op_error"] = str(exc)[-3000:]
+        print("triton_op variant:", res["triton_op_error"], flush=True)
+        del fns["yours, compiled (triton_op)"]
+    calls = L.step_calls(fns, L.GPU_SHAPE, graphs=False)
+    res["compile_s"] = time.perf_counter() - t0
+    res["steps"] = {}
+    for n, c in calls.items():
+        hw = host_and_wall(c)
+        hw["course_ms"] = bench(c)
+        res["steps"][n] = hw
+        print(n, hw, flush=True)
+    res["do_bench_ms"] = do_bench_ms(calls)
+    for n in list(calls):
+        g = L.cuda_graph_of(calls[n])
+        if g is not None:
+            res["steps"][n]["graph_ms"] = bench(g)
+    tables = {n: profile_table(calls[n]) for n in calls}
+    out_md = [f"# step host profile: {res['device']}, torch {res['torch']}, triton {res['triton']}", "",
+              "```", json.dumps({k: v for k, v in res.items() if k != 'device'}, indent=1), "```", ""]
+    for n, t in tables.items():
+        out_md += [f"## {n}", "```", t, "```", ""]
+    (args.out / "step_host.md").write_text("\n".join(out_md))
+    (args.out / "step_host.json").write_text(json.dumps(res, indent=1))
+    print(json.dumps(res, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
