@@ -180,12 +180,30 @@ def run(modes: list[str], lessons: list[str], per_lesson: int, serial_per_lesson
         if mode != "serial":
             out["modes"][mode]["timed_holds"], out["modes"][mode]["holds_beside_timing"] = timing_overlaps(logs)
             out["modes"][mode]["regraded_alone"] = regraded
+            out["modes"][mode]["pinned_cores"] = pinned_cores(logs)
         # Timed runs whose allocations failed until the allocator freed its cache (memory short beside others)
         out["modes"][mode]["alloc_retries"] = short_of_memory(logs)
         out["scores"][mode] = scores
         out["ratios"][mode] = {f"{lesson}/{k}": v for lesson in lessons for k, v in _ratios(logs, lesson).items()}
         if after_mode is not None:  # a run cut short by its time limit keeps the modes it finished
             after_mode(out)
+    return out
+
+
+def pinned_cores(logs: pathlib.Path) -> dict:
+    """How many grading processes ran on kept cores (grading/cores.py), from the records: untimed ones pinned off
+    the timing cores ("start"), timed ones on them ("timed"), with the cores each kind had."""
+    out = {"start": 0, "timed": 0, "start_cores": [], "timed_cores": []}
+    for f in sorted(logs.glob("*/*/*/result.json")):
+        try:
+            r = json.loads(f.read_text())
+        except (OSError, ValueError):
+            continue
+        for pre in ("", "judge_", "baseline_"):
+            for kind, cores in (r.get(f"{pre}cores") or {}).items():
+                out[kind] += 1
+                if cores not in out[f"{kind}_cores"]:
+                    out[f"{kind}_cores"].append(cores)
     return out
 
 

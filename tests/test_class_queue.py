@@ -9,6 +9,7 @@ two fake GPUs; stopped once and resumed too). Every score must be the same, a st
 process (and no Ray process) behind, and a resumed run must grade only what was not stored. A second, smaller
 class goes through ``kernellab term autograde`` with grading forbidden (KERNELLAB_STORE_ONLY=1): the gradebook
 must hold the serial scores, read from the store alone."""
+import contextlib
 import json
 import os
 import pathlib
@@ -544,3 +545,40 @@ def test_a_timed_judge_runs_on_its_gpus_own_cores(tmp_path, monkeypatch):
     assert (job / "cores.txt").read_text() == f"{sorted(untimed)} {sorted(timed)}"
     assert info["cores"] == {"start": sorted(untimed), "timed": sorted(timed)}
     assert [h[2] for h in info["holds"]] == [False, True]  # shared until it asked to time, then alone
+
+
+def test_a_nodes_ceilings_are_measured_once_with_its_gpu_alone(tmp_path, monkeypatch):
+    """Ray tasks on a GPU node (stand-ins: a fake GPU, measurements that only count themselves): the first task
+    measures the ceilings holding its GPU alone (as a timing does), the file caches them, and tasks after it read
+    them without taking the GPU."""
+    import types
+
+    from kernellab import ceilings
+    from kernellab.grading import cluster
+    measured, holds = [], []
+
+    class Lock:
+        @contextlib.contextmanager
+        def hold(self, alone, stop=None):
+            holds.append(alone)
+            yield "0"
+            holds.append("released")
+
+    def measure(value):
+        def run():
+            measured.append(holds[-1] is True)  # inside an alone hold, not yet released
+            return value
+        return run
+    monkeypatch.setenv("KERNELLAB_CACHE", str(tmp_path))
+    monkeypatch.setattr(ceilings, "DEVICE", types.SimpleNamespace(on_gpu=True, name="Stand-in GPU"))
+    monkeypatch.setattr(ceilings, "_cache", {})
+    monkeypatch.setattr(ceilings, "_measure_copy", measure(3000.0))
+    monkeypatch.setattr(ceilings, "_measure_matmul", measure(700.0))
+    monkeypatch.setattr(ceilings.torch.cuda, "empty_cache", lambda: None)
+    monkeypatch.setattr("kernellab.learner.facts", lambda: {"ridge": 700e12 / 3000e9})
+    ceil, facts = cluster._node_facts(Lock())
+    assert measured == [True, True] and holds == [True, "released"]
+    assert (ceil.copy_gbps, ceil.fp16_tflops, ceil.measured) == (3000.0, 700.0, True)
+    ceilings._cache.clear()  # another worker process: nothing in memory, the file has them
+    cluster._node_facts(Lock())
+    assert measured == [True, True] and holds == [True, "released"]

@@ -91,6 +91,7 @@ def measure_ceilings(refresh: bool = False, quiet: bool = False) -> Ceilings:
                 c = None
         if c is None:
             c = Ceilings(_measure_copy(), _measure_matmul(), True, DEVICE.name)
+            torch.cuda.empty_cache()  # its buffers (~2.5 GB) go back to the GPU: a grading judge may need them
             try:
                 f.parent.mkdir(parents=True, exist_ok=True)
                 f.write_text(json.dumps(dataclasses.asdict(c)))
@@ -100,6 +101,12 @@ def measure_ceilings(refresh: bool = False, quiet: bool = False) -> Ceilings:
     if not quiet:
         print(c.summary())
     return c
+
+
+def ceilings_known() -> bool:
+    """Whether measure_ceilings would only read them (this process has them, or the cache file does), or has
+    nothing to measure (no GPU)."""
+    return not DEVICE.on_gpu or "c" in _cache or _cache_file().exists()
 
 
 def plotted() -> tuple[Ceilings, Ceilings]:

@@ -12,7 +12,8 @@ Within a node, the tasks on one GPU keep the local queue's rule between their gr
 (slots.NodeGpuLock, file locks): workers and untimed judges share the GPU, a judge that times starts beside them
 and has the GPU alone from the moment it times until it ends (a program timed in its worker, lesson 06's whole
 block, has it alone from its start). A grading that ran out of GPU memory or died beside other tasks is graded
-once more in a task that asks Ray for the whole GPU. Each task measures its own node's ceilings. A task that dies
+once more in a task that asks Ray for the whole GPU. A node's ceilings are measured by its first task, with its GPU
+alone, then read from the cache file by the others. A task that dies
 costs its problem ("Grading this problem failed", not stored: a rerun tries again). Ctrl-C cancels every task with
 force (its processes are killed, and the grading processes they started die with them; the kernel drops their
 locks) and, for ``--ray local``, stops the cluster.
@@ -33,10 +34,15 @@ _BUDGETS = ("COMPILE_BUDGET", "RUN_BUDGET", "LOAD_BUDGET")
 
 
 @functools.lru_cache(maxsize=1)
-def _node_facts():
-    """This node's ceilings and device facts, measured once per Ray worker process."""
-    from ..ceilings import measure_ceilings
+def _node_facts(gpu_lock=None):
+    """This node's ceilings and device facts. Measured (copy bandwidth, matmul) once per GPU model, then read
+    from the cache file: the first task of a run measures them with its GPU alone (``gpu_lock``, as a timing
+    holds it), so that tasks starting together do not measure side by side, or beside a judge that times."""
+    from ..ceilings import ceilings_known, measure_ceilings
     from ..learner import facts
+    if gpu_lock is not None and not ceilings_known():
+        with gpu_lock.hold(True):
+            measure_ceilings(quiet=True)  # or, measured meanwhile by a task that held the GPU first, read
     return measure_ceilings(quiet=True), facts()
 
 
@@ -78,10 +84,10 @@ def grade_task(lesson: str, problem_id: str, nb_text: str, seed: int, budgets: d
     started = _task_start(budgets)
     p = problems_of(lesson)[problem_id]
     nb = nbformat.reads(nb_text, as_version=4)
-    ceil, facts = _node_facts()
     gpus = [str(g) for g in ray.get_gpu_ids()]
-    # no GPU: nothing is timed, nothing to share; the node's GPU count places its timing cores (slots.timing_cores)
+    # no GPU: nothing is timed, nothing to share; the node's GPU count places its timing cores (grading/cores.py)
     slots = NodeGpuLock(gpus[0], index=_gpu_index(gpus[0]), gpus=_node_gpus()) if gpus else None
+    ceil, facts = _node_facts(slots)
     with harness.use_slots(slots):
         outcome, record = harness.grade_problem(p, nb, seed, ceil, facts, lesson)
     record.update({"node": socket.gethostname(), "task_gpu_ids": gpus, "task_pid": os.getpid(),
