@@ -545,6 +545,14 @@ def test_a_timed_judge_runs_on_its_gpus_own_cores(tmp_path, monkeypatch):
     assert (job / "cores.txt").read_text() == f"{sorted(untimed)} {sorted(timed)}"
     assert info["cores"] == {"start": sorted(untimed), "timed": sorted(timed)}
     assert [h[2] for h in info["holds"]] == [False, True]  # shared until it asked to time, then alone
+    # A machine with no cores to spare keeps none: the judge runs anywhere, and its record says nothing was pinned.
+    monkeypatch.setattr(cores_mod, "SPARE_CORES", 10 ** 6)
+    (job / "go").unlink()
+    with harness.use_slots(GpuSlots(1)):
+        why, info = harness._run_child(job, False, None, module="standin.judge", result="cores.txt", alone=True)
+    everywhere = sorted(os.sched_getaffinity(0))
+    assert why is None and info["cores"] == {}
+    assert (job / "cores.txt").read_text() == f"{everywhere} {everywhere}"
 
 
 def test_a_nodes_ceilings_are_measured_once_with_its_gpu_alone(tmp_path, monkeypatch):

@@ -104,7 +104,9 @@ def _run_child(jobdir: pathlib.Path, interpreted: bool = False,
     # (its "alone" phase); any other process that times holds its GPU alone from the start.
     handoff = alone and module.endswith(".judge")
     # CPU cores too (grading/cores.py): a timed process on its GPU's own cores, the rest off them.
-    cores = {"start": sorted(slots.cores(alone and not handoff)), "timed": sorted(slots.cores(True))}
+    # None where no cores are kept (too few to spare): every process then runs anywhere, as without a queue.
+    timed_cores = slots.cores(True)
+    cores = {"start": sorted(slots.cores(alone and not handoff)), "timed": sorted(timed_cores)} if timed_cores else None
     with slots.process(alone and not handoff, _STOP) as held:
         why, info = _start_child(jobdir, interpreted, limit_s, module, result,
                                  slots.env() if DEVICE.on_gpu and not interpreted else {},
