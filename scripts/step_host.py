@@ -167,21 +167,6 @@ NAMES = ("add_layernorm_backward", "block_forward", "flash_attention", "add_laye
          "ln_backward_rows_kernel", "flash_fwd_kernel")
 
 
-def host_and_wall(call, n: int = 20) -> dict:
-    """Median host time to enqueue one call (no sync inside) and its wall time to completion, ms."""
-    host, wall = [], []
-    for _ in range(n):
-        torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        call()
-        t1 = time.perf_counter()
-        torch.cuda.synchronize()
-        t2 = time.perf_counter()
-        host.append((t1 - t0) * 1e3)
-        wall.append((t2 - t0) * 1e3)
-    return {"host_ms": statistics.median(host), "wall_ms": statistics.median(wall)}
-
-
 def per_call_us(call, n: int = 300) -> float:
     """Host microseconds per call, back to back (the GPU runs behind)."""
     call()
@@ -247,7 +232,7 @@ def main() -> int:
     from kernellab.device import DEVICE
     from kernellab.lessons.l07_ship_it import problems as L
     from kernellab.notebook_cells import load_solution
-    from kernellab.timing import bench, do_bench_ms
+    from kernellab.timing import bench, do_bench_ms, host_enqueue_ms
     assert DEVICE.on_gpu, "needs a GPU"
     res = {"device": DEVICE.name, "torch": torch.__version__}
     import triton
@@ -289,7 +274,7 @@ def main() -> int:
     res["compile_s"] = time.perf_counter() - t0
     res["steps"] = {}
     for n, c in calls.items():
-        hw = host_and_wall(c)
+        hw = host_enqueue_ms({n: c})[n]
         hw["course_ms"] = bench(c)
         res["steps"][n] = hw
         print(n, hw, flush=True)

@@ -115,3 +115,14 @@ def test_the_benchmark_smoke_test_writes_every_target(tmp_path):
     assert data["graphs"]["lesson07_custom_ops"]["breaks"] == 0
     assert max(max(r["errors"].values()) for r in data["ln_backward"].values()) < 1e-2
     assert "Smoke test on a machine without a GPU" in (tmp_path / "lesson07.md").read_text()
+
+
+def test_host_enqueue_time_is_the_hosts_share_of_a_call():
+    """timing.host_enqueue_ms: the host's time to issue a call, next to its time to completion (on the CPU the two
+    are the same work: nothing runs behind)."""
+    import time
+
+    from kernellab.timing import host_enqueue_ms
+    res = host_enqueue_ms({"sleep 4 ms": lambda: time.sleep(0.004), "nothing": lambda: None}, n=5)
+    assert 4.0 <= res["sleep 4 ms"]["host_ms"] <= res["sleep 4 ms"]["wall_ms"] < 200
+    assert res["nothing"]["host_ms"] < 1.0

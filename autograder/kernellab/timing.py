@@ -71,6 +71,25 @@ def do_bench_ms(fns: dict, warmup: int = 25, rep: int = 100) -> dict:
     return {k: do_bench(f, warmup=warmup, rep=rep, return_mode="median") for k, f in fns.items()}
 
 
+def host_enqueue_ms(fns: dict, n: int = 20) -> dict:
+    """name -> {"host_ms", "wall_ms"}: median time the host takes to enqueue one ``fn()`` (no synchronisation
+    inside) and to its completion. Host time above the GPU's makes a step host-bound: the GPU waits for launches."""
+    sync = torch.cuda.synchronize if torch.cuda.is_available() else (lambda: None)
+    out = {}
+    for name, fn in fns.items():
+        host, wall = [], []
+        for _ in range(n):
+            sync()
+            t0 = time.perf_counter()
+            fn()
+            t1 = time.perf_counter()
+            sync()
+            host.append((t1 - t0) * 1e3)
+            wall.append((time.perf_counter() - t0) * 1e3)
+        out[name] = {"host_ms": statistics.median(host), "wall_ms": statistics.median(wall)}
+    return out
+
+
 _FLUSH = {}
 
 

@@ -89,8 +89,9 @@ def bench_steps(fn07, quick: bool) -> dict:
     res = {"shape": s._asdict(), "ms": times, "compile_and_first_calls_s": compile_s,
            "tflops": {n: L.block_flops(s, backward=True) / ms / 1e9 for n, ms in times.items()}}
     if DEVICE.on_gpu:  # launch cost included, as PyTorch code pays it: a host-bound step shows here
-        from ...timing import do_bench_ms
+        from ...timing import do_bench_ms, host_enqueue_ms
         res["do_bench_ms"] = do_bench_ms(calls)
+        res["host_ms"] = {n: r["host_ms"] for n, r in host_enqueue_ms(calls).items()}
     return res
 
 
@@ -166,14 +167,19 @@ def write_lesson07(res: dict, out: pathlib.Path) -> None:
     lines += [f"## Training step: B={s['B']} N={s['N']} d={s['d']} H={s['H']} MLP {s['mlp']}, forward + gradients "
               f"of x and 12 weights (compile, first calls and CUDA-graph capture: {st['compile_and_first_calls_s']:.0f} s)", ""]
     base = st["ms"]["eager + SDPA"]
-    db = st.get("do_bench_ms", {})
-    lines += md_table(["version", "ms (course timer)", "x eager + SDPA", "TFLOP/s", "do_bench median ms (launches paid)"], [
-        [n, f"{ms:.3f}", f"{base / ms:.2f}", f"{st['tflops'][n]:.1f}", f"{db[n]:.3f}" if n in db else "-"]
+    db, host = st.get("do_bench_ms", {}), st.get("host_ms", {})
+    lines += md_table(["version", "ms (course timer)", "x eager + SDPA", "TFLOP/s", "do_bench median ms (launches paid)",
+                       "host enqueue ms"], [
+        [n, f"{ms:.3f}", f"{base / ms:.2f}", f"{st['tflops'][n]:.1f}", f"{db[n]:.3f}" if n in db else "-",
+         f"{host[n]:.3f}" if n in host else "-"]
         for n, ms in st["ms"].items()])
     if db:
         lines += ["", "Where do_bench is well above the course timer the step is host-bound: the host takes longer to "
-                  "launch its kernels than the GPU to run them. The targets are measured on the steps as they run "
-                  "(not in a CUDA graph); the graph rows show what the kernels alone cost."]
+                  "launch its kernels than the GPU to run them (the host enqueue column: the host's time to queue one "
+                  "step, no synchronisation inside). The course timer's GPU-side wait hides only the first ~0.5-1 ms "
+                  "of that. The targets are measured on the steps as they run (not in a CUDA graph); the graph rows "
+                  "show what the kernels alone cost. Where the host's time goes: scripts/step_host.py "
+                  "(assets/bench/lesson07_step_host.md)."]
     (out / "lesson07.md").write_text("\n".join(lines) + "\n")
     (out / "lesson07.json").write_text(json.dumps(res, indent=1, default=str))
 
