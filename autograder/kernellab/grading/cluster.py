@@ -20,7 +20,6 @@ locks) and, for ``--ray local``, stops the cluster.
 """
 from __future__ import annotations
 
-import functools
 import math
 import os
 import socket
@@ -33,11 +32,11 @@ LOCAL = "local"
 _BUDGETS = ("COMPILE_BUDGET", "RUN_BUDGET", "LOAD_BUDGET")
 
 
-@functools.lru_cache(maxsize=1)
 def _node_facts(gpu_lock=None):
     """This node's ceilings and device facts. Measured (copy bandwidth, matmul) once per GPU model, then read
     from the cache file: the first task of a run measures them with its GPU alone (``gpu_lock``, as a timing
-    holds it), so that tasks starting together do not measure side by side, or beside a judge that times."""
+    holds it), so that tasks starting together do not measure side by side, or beside a judge that times. Later
+    calls read them from this process's memory (ceilings._cache)."""
     from ..ceilings import ceilings_known, measure_ceilings
     from ..learner import facts
     if gpu_lock is not None and not ceilings_known():
