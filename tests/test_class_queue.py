@@ -503,6 +503,12 @@ def test_timing_cores_are_kept_per_gpu_where_cores_spare():
     assert untimed_cores(2, sixteen) == set(range(12))
     assert timing_cores(0, 1, {0, 1, 2, 3, 4}) == set() and untimed_cores(1, {0, 1, 2, 3, 4}) == {0, 1, 2, 3, 4}
     assert timing_cores(0, 1, {3, 5, 8, 9, 11, 20}) == {11, 20}  # the cores this process may use, not 0..n-1
+    import kernellab.grading.cores as cores_mod
+    saved, cores_mod.TIMING_CORES = cores_mod.TIMING_CORES, 0  # KERNELLAB_TIMING_CORES=0: none kept
+    try:
+        assert timing_cores(0, 1, sixteen) == set() and untimed_cores(1, sixteen) == sixteen
+    finally:
+        cores_mod.TIMING_CORES = saved
 
 
 _STAND_IN_JUDGE = """

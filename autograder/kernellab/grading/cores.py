@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import os
 
-TIMING_CORES = 2  # per GPU, for its timed process
+# Per GPU, for its timed process; KERNELLAB_TIMING_CORES=0 keeps none (every grading process runs anywhere).
+TIMING_CORES = int(os.environ.get("KERNELLAB_TIMING_CORES", "2"))
 SPARE_CORES = 4  # at least this many left for everything else, or no cores are kept
 
 
@@ -14,7 +15,7 @@ def timing_cores(index: int, gpus: int, cores=None) -> set:
     lower index, of ``cores`` (default: the ones this process may use). None are kept where fewer than
     ``SPARE_CORES`` would be left for the rest."""
     cores = sorted(os.sched_getaffinity(0) if cores is None else cores)
-    if gpus < 1 or len(cores) < gpus * TIMING_CORES + SPARE_CORES:
+    if gpus < 1 or TIMING_CORES < 1 or len(cores) < gpus * TIMING_CORES + SPARE_CORES:
         return set()
     top = len(cores) - index * TIMING_CORES
     return set(cores[top - TIMING_CORES:top])
