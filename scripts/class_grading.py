@@ -55,11 +55,20 @@ def build_class(lesson: str, n: int) -> dict:
     return dict(list(subs.items())[:n])
 
 
+def records(logs: pathlib.Path, lesson: str = "*"):
+    """(student/lesson/problem, audit record) of every grading of a run (``logs``: student/lesson/problem/result.json);
+    a record that cannot be read is skipped."""
+    for f in sorted(logs.glob(f"*/{lesson}/*/result.json")):
+        try:
+            yield "/".join(f.parts[-4:-1]), json.loads(f.read_text())
+        except (OSError, ValueError):
+            continue
+
+
 def _ratios(logs: pathlib.Path, lesson: str) -> dict:
     """(student, problem) -> the speed ratio a grading measured (from the audit records)."""
     out = {}
-    for p in logs.glob(f"*/{lesson}/*/result.json"):
-        r = json.loads(p.read_text())
+    for _, r in records(logs, lesson):
         v = (r.get("details") or {}).get("value")
         if r.get("kind") == "speed" and isinstance(v, (int, float)):
             out[f"{r['student']}/{r['problem']}"] = v
@@ -71,8 +80,7 @@ def timing_overlaps(logs: pathlib.Path) -> tuple[int, int]:
     grading process's holds on its GPU (slots: [start, end, alone]) are in its problem's record, the worker's,
     the judge's and a baseline's, with the GPU's slot and, on Ray, the node."""
     spans = []  # (node, GPU, start, end, alone)
-    for p in logs.glob("*/*/*/result.json"):
-        r = json.loads(p.read_text())
+    for _, r in records(logs):
         for pre in ("", "judge_", "baseline_"):
             for start, end, alone in r.get(f"{pre}holds") or []:
                 spans.append((r.get("node"), str(r.get(f"{pre}gpu_slot")), start, end, alone))
@@ -194,11 +202,7 @@ def pinned_cores(logs: pathlib.Path) -> dict:
     """How many grading processes ran on kept cores (grading/cores.py), from the records: untimed ones pinned off
     the timing cores ("start"), timed ones on them ("timed"), with the cores each kind had."""
     out = {"start": 0, "timed": 0, "start_cores": [], "timed_cores": []}
-    for f in sorted(logs.glob("*/*/*/result.json")):
-        try:
-            r = json.loads(f.read_text())
-        except (OSError, ValueError):
-            continue
+    for _, r in records(logs):
         for pre in ("", "judge_", "baseline_"):
             for kind, cores in (r.get(f"{pre}cores") or {}).items():
                 out[kind] += 1
@@ -211,14 +215,10 @@ def short_of_memory(logs: pathlib.Path) -> dict:
     """student/lesson/problem -> allocator retries in its timed runs (the learner's replay and the baseline), from
     each grading's record; only those with any."""
     out = {}
-    for f in sorted(logs.glob("*/*/*/result.json")):
-        try:
-            r = json.loads(f.read_text())
-        except (OSError, ValueError):
-            continue
+    for key, r in records(logs):
         n = (r.get("alloc_retries") or 0) + (r.get("baseline_alloc_retries") or 0)
         if n:
-            out["/".join(f.parts[-4:-1])] = n
+            out[key] = n
     return out
 
 

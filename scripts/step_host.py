@@ -149,36 +149,18 @@ FP32_SCALARS = (
 
 def load_triton_op_variant(lesson: str) -> dict:
     """The solution with TRITON_OP_CELL for its custom-op cell and FP32_SCALARS applied to its kernels."""
-    from kernellab.notebook_cells import exec_cells, grade_id, new_namespace, read_notebook, repo_root, sources_for
-    nb = read_notebook(repo_root() / "solutions" / lesson / f"{lesson}.ipynb")
-    for c in nb.cells:
-        if grade_id(c) == "custom_ops_code":
-            c.source = TRITON_OP_CELL
+    from kernellab.notebook_cells import load_solution
+
+    def fp32_scalars(source: str) -> str:
         for a, b in FP32_SCALARS:
-            c.source = c.source.replace(a, b)
-    sources, missing = sources_for(nb, ("block_forward",))
-    assert not missing, missing
-    ns = new_namespace(lesson)
-    exec_cells(sources, ns, tag=f"{lesson}-triton-op")
-    return ns
+            source = source.replace(a, b)
+        return source
+    return load_solution(lesson, ("block_forward",), overrides={"custom_ops_code": TRITON_OP_CELL}, edit=fp32_scalars,
+                         tag="triton-op")
 
 
 NAMES = ("add_layernorm_backward", "block_forward", "flash_attention", "add_layernorm_backward_op",
          "ln_backward_rows_kernel", "flash_fwd_kernel")
-
-
-def per_call_us(call, n: int = 300) -> float:
-    """Host microseconds per call, back to back (the GPU runs behind)."""
-    call()
-    torch.cuda.synchronize()
-    best = []
-    for _ in range(3):
-        t0 = time.perf_counter()
-        for _ in range(n):
-            call()
-        best.append((time.perf_counter() - t0) * 1e6 / n)
-        torch.cuda.synchronize()
-    return min(best)
 
 
 def profile_table(call, steps: int = 3, rows: int = 25) -> str:
@@ -212,7 +194,9 @@ def check_triton_op(out: pathlib.Path) -> dict:
         torch.cuda.synchronize()
         names = ["out", "dx"] + [f"d_{n}" for n in BlockParams._fields]
         res["max_abs_error"] = {n: float((a.float() - b.float()).abs().max()) for n, a, b in zip(names, got, ref)}
-        res["ok"] = all(e <= 0.5 for e in res["max_abs_error"].values())  # fp16 sums over 8192 rows: ~0.1
+        # The run that found the bug (H100, 2026-11-25) had its right gradients within 0.125 of eager (fp16 weight
+        # gradients summed over 8192 rows) and its wrong ones off by 26 and more.
+        res["ok"] = all(e <= 0.5 for e in res["max_abs_error"].values())
     except Exception as exc:  # noqa: BLE001 - reported
         res["error"] = f"{type(exc).__name__}: {str(exc)[-3000:]}"
     (out / "triton_op.json").write_text(json.dumps(res, indent=1))
@@ -232,7 +216,7 @@ def main() -> int:
     from kernellab.device import DEVICE
     from kernellab.lessons.l07_ship_it import problems as L
     from kernellab.notebook_cells import load_solution
-    from kernellab.timing import bench, do_bench_ms, host_enqueue_ms
+    from kernellab.timing import back_to_back_ms, bench, do_bench_ms, host_enqueue_ms
     assert DEVICE.on_gpu, "needs a GPU"
     res = {"device": DEVICE.name, "torch": torch.__version__}
     import triton
@@ -251,7 +235,7 @@ def main() -> int:
     }
     q = torch.randn(4, 16, 2048, 64, device=dev, dtype=torch.float16)
     micro["flash_attention forward (autotuned launch + 2 allocations)"] = lambda: sol["flash_attention"](q, q, q, True)
-    res["micro_us"] = {n: per_call_us(f) for n, f in micro.items()}
+    res["micro_us"] = {n: back_to_back_ms(f, 300, rounds=3)["issue_ms"] * 1e3 for n, f in micro.items()}
     print(json.dumps(res["micro_us"], indent=1), flush=True)
 
     fns = L.step_contenders(sol["block_forward"])

@@ -122,7 +122,11 @@ def test_host_enqueue_time_is_the_hosts_share_of_a_call():
     are the same work: nothing runs behind)."""
     import time
 
-    from kernellab.timing import host_enqueue_ms
+    from kernellab.timing import back_to_back_ms, host_enqueue_ms
     res = host_enqueue_ms({"sleep 4 ms": lambda: time.sleep(0.004), "nothing": lambda: None}, n=5)
     assert 4.0 <= res["sleep 4 ms"]["host_ms"] <= res["sleep 4 ms"]["wall_ms"] < 200
     assert res["nothing"]["host_ms"] < 1.0
+    calls = []
+    b2b = back_to_back_ms(lambda: (calls.append(1), time.sleep(0.002)), n=5, rounds=2)
+    assert len(calls) == 1 + 5 * 2  # one untimed call, then the rounds
+    assert 2.0 <= b2b["issue_ms"] <= b2b["wall_ms"] < 100

@@ -71,10 +71,15 @@ def do_bench_ms(fns: dict, warmup: int = 25, rep: int = 100) -> dict:
     return {k: do_bench(f, warmup=warmup, rep=rep, return_mode="median") for k, f in fns.items()}
 
 
+def _sync_if_gpu() -> None:
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+
+
 def host_enqueue_ms(fns: dict, n: int = 20) -> dict:
     """name -> {"host_ms", "wall_ms"}: median time the host takes to enqueue one ``fn()`` (no synchronisation
     inside) and to its completion. Host time above the GPU's makes a step host-bound: the GPU waits for launches."""
-    sync = torch.cuda.synchronize if torch.cuda.is_available() else (lambda: None)
+    sync = _sync_if_gpu
     out = {}
     for name, fn in fns.items():
         host, wall = [], []
@@ -88,6 +93,25 @@ def host_enqueue_ms(fns: dict, n: int = 20) -> dict:
             wall.append((time.perf_counter() - t0) * 1e3)
         out[name] = {"host_ms": statistics.median(host), "wall_ms": statistics.median(wall)}
     return out
+
+
+def back_to_back_ms(fn, n: int = 200, rounds: int = 1) -> dict:
+    """Per call of ``fn()`` issued ``n`` times back to back (the GPU runs behind): ``issue_ms``, the host's own time,
+    and ``wall_ms``, up to the last call's completion (one synchronise); the best of ``rounds`` batches, after one
+    untimed call."""
+    sync = _sync_if_gpu
+    fn()
+    sync()
+    issue, wall = [], []
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        for _ in range(n):
+            fn()
+        t1 = time.perf_counter()
+        sync()
+        issue.append((t1 - t0) * 1e3 / n)
+        wall.append((time.perf_counter() - t0) * 1e3 / n)
+    return {"issue_ms": min(issue), "wall_ms": min(wall)}
 
 
 _FLUSH = {}

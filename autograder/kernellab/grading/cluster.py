@@ -20,6 +20,7 @@ locks) and, for ``--ray local``, stops the cluster.
 """
 from __future__ import annotations
 
+import functools
 import math
 import os
 import socket
@@ -45,17 +46,13 @@ def _node_facts(gpu_lock=None):
     return measure_ceilings(quiet=True), facts()
 
 
-_NODE_GPUS: list = []
-
-
+@functools.lru_cache(maxsize=1)
 def _node_gpus() -> int:
     """How many GPUs this task's node gives Ray (asked once per worker process)."""
-    if not _NODE_GPUS:
-        import ray
-        me = ray.get_runtime_context().get_node_id()
-        node = next((n for n in ray.nodes() if n.get("NodeID") == me), {})
-        _NODE_GPUS.append(max(1, int(node.get("Resources", {}).get("GPU", 1))))
-    return _NODE_GPUS[0]
+    import ray
+    me = ray.get_runtime_context().get_node_id()
+    node = next((n for n in ray.nodes() if n.get("NodeID") == me), {})
+    return max(1, int(node.get("Resources", {}).get("GPU", 1)))
 
 
 def _gpu_index(gpu_id: str) -> int:

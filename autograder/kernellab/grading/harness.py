@@ -103,10 +103,10 @@ def _run_child(jobdir: pathlib.Path, interpreted: bool = False,
     # A judge that times starts beside other work and asks for its GPU alone only when it is about to time
     # (its "alone" phase); any other process that times holds its GPU alone from the start.
     handoff = alone and module.endswith(".judge")
-    # CPU cores too (grading/cores.py): a timed process on its GPU's own cores, the rest off them.
-    # None where no cores are kept (too few to spare): every process then runs anywhere, as without a queue.
-    timed_cores = slots.cores(True)
-    cores = {"start": sorted(slots.cores(alone and not handoff)), "timed": sorted(timed_cores)} if timed_cores else None
+    # CPU cores too (grading/cores.py): a timed process on its GPU's own cores, the rest off them. None where no
+    # cores are kept (too few to spare): every process then runs anywhere, as without a queue.
+    timed = slots.cores(True)
+    cores = {"start": slots.cores(alone and not handoff), "timed": timed} if timed else None
     with slots.process(alone and not handoff, _STOP) as held:
         why, info = _start_child(jobdir, interpreted, limit_s, module, result,
                                  slots.env() if DEVICE.on_gpu and not interpreted else {},
@@ -135,21 +135,24 @@ def _start_child(jobdir, interpreted, limit_s, module, result, extra_env: dict,
             proc = subprocess.Popen([sys.executable, "-m", module, str(jobdir), str(os.getpid())],
                                     cwd=jobdir, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                     env=env, start_new_session=True)
-        pinned = {"start": sorted(cores["start"]) if cores and pin(proc.pid, set(cores["start"])) else None}
-        if go_alone is not None and cores:
-            handoff = go_alone
+        pinned = {}  # phase -> the cores the child was moved to then (its record says which)
 
-            def go_alone():  # its GPU alone, then its cores: both before it is told to go
-                handoff()
-                if pin(proc.pid, set(cores["timed"])):
-                    pinned["timed"] = sorted(cores["timed"])
+        def move(phase: str) -> None:
+            if cores and pin(proc.pid, cores[phase]):
+                pinned[phase] = sorted(cores[phase])
+        move("start")
+        gpu_alone = go_alone
+
+        def go_alone_on_its_cores():  # its GPU alone, then its cores: both before it is told to go
+            gpu_alone()
+            move("timed")
         try:
-            why, phase = _watch(proc, jobdir, budgets, go_alone)
+            why, phase = _watch(proc, jobdir, budgets, go_alone_on_its_cores if go_alone is not None else None)
         finally:  # interrupted here (Ctrl-C): the child goes too
             if proc.poll() is None:
                 zygote.kill_group(proc)
     info = {"exit_code": proc.returncode, "last_phase": phase, "wall_s": time.monotonic() - t0,
-            "cores": {k: v for k, v in pinned.items() if v}}
+            "cores": pinned}
     # Only a clean exit after the trusted code wrote its result counts: a result file left by a process
     # that then died (or was made to exit) is not read.
     if why is None and (proc.returncode != 0 or not (jobdir / result).exists()):

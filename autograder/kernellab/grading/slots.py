@@ -8,8 +8,9 @@ it alone. A timed process that is waiting lets no new untimed one start on its G
 it starts once the untimed processes already running there have ended. GPUs do not wait for each other: a
 timed run on GPU 0 leaves GPU 1's untimed work going (the timer reads the GPU, which they do not touch).
 
-A job whose process ran out of GPU memory beside others (another submission's huge buffers can cause it) is
-graded once more with its GPU alone (``grader``, ``whole_gpu``), so memory taken by others never costs it points.
+A job whose process ran out of GPU memory beside others (another submission's huge buffers can cause it), or whose
+timed runs had to retry allocations for want of memory, is graded once more with its GPU alone (``grader``,
+``whole_gpu``, ``once_more_alone``), so memory taken by others never costs it points.
 
 CPU cores are kept the same way (grading/cores.py): where the machine has cores to spare, two per GPU are its timed
 process's, and every untimed grading process runs on the others, so a host-bound timed step (Python launching
@@ -247,8 +248,9 @@ def out_of_memory(message: str) -> bool:
 
 
 def once_more_alone(first: tuple, shared: bool, alone) -> tuple:
-    """(outcome, record) of a grading, or, when it shared its GPU and should be graded again alone
-    (``grade_again_alone``), ``alone()``'s, its record marked ``regraded_alone``. The queue's rule and Ray's."""
+    """(outcome, record) of a grading, or, when it shared its GPU and should be graded again alone (it failed in a
+    way others can cause, ``grade_again_alone``, or timed short of memory, ``timed_short_of_memory``), ``alone()``'s,
+    its record marked ``regraded_alone``. The queue's rule and Ray's."""
     outcome, record = first
     if not (shared and (grade_again_alone(outcome.message) or timed_short_of_memory(record))):
         return first

@@ -591,21 +591,14 @@ def launch_cost(fn, make_args, sizes=(2 ** 10, 2 ** 14, 2 ** 18, 2 ** 22)) -> di
     (the host's launch cost hidden behind a GPU-side wait), ``triton.testing.do_bench``'s median (each call
     issued as PyTorch code issues it, launch included when the kernel is shorter than the launch), and the
     host's own time per call (back-to-back calls, one synchronise). GPU only."""
-    import time
-
-    from ...timing import bench, do_bench_ms
+    from ...timing import back_to_back_ms, bench, do_bench_ms
     res = {}
     for n in sizes:
         args = make_args(n)
         kernel_ms = bench(lambda: fn(*args))
         paid_ms = do_bench_ms({"call": lambda: fn(*args)})["call"]
-        torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        for _ in range(200):
-            fn(*args)
-        torch.cuda.synchronize()
         res[n] = {"kernel_ms": kernel_ms, "do_bench_ms": paid_ms,
-                  "host_ms": (time.perf_counter() - t0) * 1e3 / 200}
+                  "host_ms": back_to_back_ms(lambda: fn(*args), 200)["wall_ms"]}
     return res
 
 
