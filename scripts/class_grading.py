@@ -75,6 +75,16 @@ def _ratios(logs: pathlib.Path, lesson: str) -> dict:
     return out
 
 
+def _medians(logs: pathlib.Path, lesson: str) -> dict:
+    """(student, problem) -> [the learner's median ms, the baseline's median ms] behind each speed ratio."""
+    out = {}
+    for _, r in records(logs, lesson):
+        d = r.get("details") or {}
+        if r.get("kind") == "speed" and isinstance(d.get("cand_ms_median"), (int, float)):
+            out[f"{r['student']}/{r['problem']}"] = [round(d["cand_ms_median"], 5), round(d["base_ms_median"], 5)]
+    return out
+
+
 def timing_overlaps(logs: pathlib.Path) -> tuple[int, int]:
     """(timed holds, other holds of a grading process on the same GPU while one timed), from a run's records: every
     grading process's holds on its GPU (slots: [start, end, alone]) are in its problem's record, the worker's,
@@ -87,6 +97,19 @@ def timing_overlaps(logs: pathlib.Path) -> tuple[int, int]:
     timed = [s for s in spans if s[4]]
     bad = sum(1 for t in timed for o in spans if o is not t and o[:2] == t[:2] and o[2] < t[3] and o[3] > t[2])
     return len(timed), bad
+
+
+def process_seconds(logs: pathlib.Path) -> dict:
+    """Seconds the run's grading processes took, summed by kind (worker, judge, baseline judge), and how long they
+    waited for their GPU (slot_wait_s), with how many workers asked for their GPU alone to autotune."""
+    out = {"workers_alone": 0}
+    for _, r in records(logs):
+        for pre, name in (("", "worker"), ("judge_", "judge"), ("baseline_", "baseline")):
+            if f"{pre}wall_s" in r:
+                out[f"{name}_s"] = round(out.get(f"{name}_s", 0.0) + float(r[f"{pre}wall_s"]), 1)
+                out["slot_wait_s"] = round(out.get("slot_wait_s", 0.0) + float(r.get(f"{pre}slot_wait_s") or 0), 1)
+        out["workers_alone"] += any(span[2] for span in r.get("holds") or [])
+    return out
 
 
 def speed_spread(values: list[float]) -> dict:
@@ -189,10 +212,13 @@ def run(modes: list[str], lessons: list[str], per_lesson: int, serial_per_lesson
             out["modes"][mode]["timed_holds"], out["modes"][mode]["holds_beside_timing"] = timing_overlaps(logs)
             out["modes"][mode]["regraded_alone"] = regraded
             out["modes"][mode]["pinned_cores"] = pinned_cores(logs)
+            out["modes"][mode]["process_s"] = process_seconds(logs)
         # Timed runs whose allocations failed until the allocator freed its cache (memory short beside others)
         out["modes"][mode]["alloc_retries"] = short_of_memory(logs)
         out["scores"][mode] = scores
         out["ratios"][mode] = {f"{lesson}/{k}": v for lesson in lessons for k, v in _ratios(logs, lesson).items()}
+        out.setdefault("medians_ms", {})[mode] = {f"{lesson}/{k}": v for lesson in lessons
+                                                  for k, v in _medians(logs, lesson).items()}
         if after_mode is not None:  # a run cut short by its time limit keeps the modes it finished
             after_mode(out)
     return out
@@ -247,6 +273,8 @@ def merge(parts: list[dict]) -> dict:
                 acc["_busy_s"] += m["wall_s"]
             out["scores"].setdefault(mode, {}).update(p["scores"][mode])
             out["ratios"].setdefault(mode, {}).update(p["ratios"][mode])
+            if (p.get("medians_ms") or {}).get(mode):
+                out.setdefault("medians_ms", {}).setdefault(mode, {}).update(p["medians_ms"][mode])
     for m in out["modes"].values():
         busy, busy_s = m.pop("_busy"), m.pop("_busy_s")
         m["gpu_util_mean"] = round(busy / busy_s, 1) if busy_s else None

@@ -86,3 +86,81 @@ def test_correctness_workers_rotate_configurations_instead_of_timing_them(tmp_pa
     assert r.returncode == 0, r.stderr[-3000:]
     out = json.loads(r.stdout.strip().splitlines()[-1])
     assert out == {"picks": [64, 128, 512, 64, 64], "timed": 0, "cache_results": False}, out
+
+
+def _counting_kernel(ran: list):
+    """An autotuned add whose configurations say when they run (a config pre_hook runs before each launch)."""
+    configs = [triton.Config({"BLOCK": b}, pre_hook=lambda nargs, b=b: ran.append(b)) for b in (64, 128, 256)]
+    return triton.autotune(configs=configs, key=["n"])(_tuned_add.fn)
+
+
+def test_compile_only_runs_each_configuration_once_times_none_and_forgets_its_pick():
+    from triton.runtime.autotuner import Autotuner
+
+    from kernellab.tuning import compile_only
+    ran, timed = [], []
+    tuner = _counting_kernel(ran)
+    tuner.do_bench = lambda call, quantiles=None: timed.append(call) or [0.5, 0.5, 0.5]  # a GPU's timer, here
+    tuner.cache_results = True  # the learner asked for Triton's disk cache: nothing untimed may reach it
+    run = Autotuner.run._original  # past the interpreter's first-config patch: the autotuner as on a GPU
+    x, y = torch.randn(1000), torch.randn(1000)
+    out = torch.empty_like(x)
+    with compile_only() as picked:
+        run(tuner, x, y, out, 1000, grid=lambda meta: (triton.cdiv(1000, meta["BLOCK"]),), warmup=False)
+        assert tuner.cache_results is False
+    torch.testing.assert_close(out, x + y)
+    assert ran == [64, 128, 256, 64] and timed == []  # each compiled and run once, then the call itself
+    assert picked == [tuner] and tuner.cache == {} and tuner.cache_results is True
+    ran.clear()
+    run(tuner, x, y, out, 1000, grid=lambda meta: (triton.cdiv(1000, meta["BLOCK"]),), warmup=False)
+    assert len(timed) == 3 and len(tuner.cache) == 1  # outside the block: timed as written
+
+
+def test_a_speed_worker_asks_for_its_gpu_alone_only_when_an_autotuner_had_a_choice(tmp_path):
+    import threading
+    import time
+
+    from triton.runtime.autotuner import Autotuner
+
+    from kernellab.grading.child import _tune_alone
+    ran = []
+    tuner = _counting_kernel(ran)
+    tuner.do_bench = lambda call, quantiles=None: call() or [0.5, 0.5, 0.5]
+    x, y = torch.randn(300), torch.randn(300)
+    out = torch.empty_like(x)
+    phases = []
+
+    def call():
+        grid = lambda meta: (triton.cdiv(300, meta["BLOCK"]),)  # noqa: E731
+        Autotuner.run._original(tuner, x, y, out, 300, grid=grid, warmup=False)
+
+    asked = []
+    worker = threading.Thread(target=lambda: asked.append(_tune_alone(call, phases.append, tmp_path)))
+    worker.start()
+    time.sleep(0.5)
+    assert phases == ["alone"] and worker.is_alive()  # waits for the parent's "go"
+    (tmp_path / "go").write_text("go")
+    worker.join(10)
+    assert asked == [True] and phases == ["alone", "compile"]
+    assert tuner.cache  # tuned on the second call (the quiet one), and kept
+    plain = []
+    assert _tune_alone(lambda: plain.append(1), plain.append, tmp_path / "none") is False and plain == [1]
+
+
+def test_compile_only_is_no_tampering_once_allowed_before_the_snapshot():
+    """The speed worker patches the autotuner before its integrity snapshot; tuning afterwards changes nothing the
+    snapshot watches (a patch after it would read as the learner's tampering and score 0)."""
+    from kernellab.grading import integrity
+    from kernellab.tuning import allow_compile_only, compile_only
+    assert allow_compile_only()
+    snapshot = integrity.Snapshot()
+    with compile_only():
+        pass
+    assert snapshot.changed() == []
+    from triton.runtime.autotuner import Autotuner
+    patched = Autotuner._bench
+    Autotuner._bench = lambda self, *a, **k: patched(self, *a, **k)  # what a patch after the snapshot looks like
+    try:
+        assert snapshot.changed() == ["Autotuner._bench"]
+    finally:
+        Autotuner._bench = patched

@@ -1,6 +1,8 @@
 """Autotuning that also works in the CPU interpreter, and what each configuration costs in shared memory."""
 from __future__ import annotations
 
+import contextlib
+
 T4_SHARED_BYTES = 64 * 1024  # per block on sm_75; the smallest of the GPUs the course supports
 
 
@@ -41,6 +43,15 @@ def show_configs(configs: list) -> list[dict]:
     return rows
 
 
+def _autotuner(marker: str) -> tuple:
+    """(Triton's Autotuner class or None where there is none, whether it already carries the patch ``marker``)."""
+    try:
+        from triton.runtime.autotuner import Autotuner
+    except ImportError:
+        return None, False
+    return Autotuner, bool(getattr(Autotuner._bench, marker, False))
+
+
 def rotate_configs() -> bool:
     """For a correctness check (the grade of record's correctness worker): an autotuned kernel benchmarks
     nothing. Each new autotuning key (a new shape) takes the next of its configurations, in turn, among those
@@ -50,12 +61,9 @@ def rotate_configs() -> bool:
     configuration is fastest matters only where speed is graded, and there the autotuner runs as written.
     Results are never written to Triton's on-disk autotuning cache. Applies to this process for good;
     returns False where there is no autotuner to patch."""
-    try:
-        from triton.runtime.autotuner import Autotuner
-    except ImportError:
-        return False
-    if getattr(Autotuner._bench, "_kernellab_rotate", False):
-        return True
+    Autotuner, done = _autotuner("_kernellab_rotate")
+    if Autotuner is None or done:
+        return done
     prune = Autotuner.prune_configs
 
     def prune_configs(self, *args, **kwargs):
@@ -72,3 +80,72 @@ def rotate_configs() -> bool:
     Autotuner.prune_configs = prune_configs
     Autotuner._bench = _bench
     return True
+
+
+_ABSENT = object()
+_UNTIMED: list | None = None  # while compile_only() is on: the autotuners that picked a configuration untimed
+_RESULTS: dict = {}  # while it is on: each autotuner's own cache_results, turned off meanwhile
+
+
+@contextlib.contextmanager
+def compile_only():
+    """For a speed problem's worker, which compiles beside other grading: inside the block an autotuner compiles
+    and runs each configuration once and times none (whatever it would pick with the GPU shared is noise). Yields
+    the list of autotuners that picked that way; on leaving, each forgets those picks, so that its next call
+    (with the GPU alone: grading/child.py) times every configuration, now compiled, and keeps the fastest.
+    Nothing picked here reaches Triton's on-disk autotuning cache. Without Triton's autotuner: yields [] and
+    changes nothing."""
+    global _UNTIMED
+    if not allow_compile_only():
+        yield []
+        return
+    picked: list = []
+    _UNTIMED = picked
+    try:
+        yield picked
+    finally:
+        _UNTIMED = None
+        for tuner in picked:
+            tuner.cache.clear()
+        for tuner, own in _RESULTS.values():
+            tuner.cache_results = own
+        _RESULTS.clear()
+
+
+def allow_compile_only() -> bool:
+    """Patch Triton's autotuner for compile_only (a no-op outside it). A grading worker calls this before the
+    integrity snapshot it takes ahead of learner code, to which any later change to the autotuner is tampering.
+    Returns False where there is no autotuner to patch."""
+    Autotuner, done = _autotuner("_kernellab_untimed")
+    if Autotuner is None or done:
+        return done
+    prune, bench = Autotuner.prune_configs, Autotuner._bench
+
+    def prune_configs(self, *args, **kwargs):  # once per new key, before the disk cache is looked at
+        if _UNTIMED is not None:
+            _RESULTS.setdefault(id(self), (self, self.cache_results))
+            self.cache_results = False
+        return prune(self, *args, **kwargs)
+
+    def _bench(self, *args, **kwargs):
+        if _UNTIMED is None:
+            return bench(self, *args, **kwargs)
+        if all(t is not self for t in _UNTIMED):
+            _UNTIMED.append(self)
+        own = self.__dict__.get("do_bench", _ABSENT)
+        self.do_bench = _run_once  # the original builds the call (hooks, meta-parameters); it is run, not timed
+        try:
+            return bench(self, *args, **kwargs)
+        finally:
+            if own is _ABSENT:
+                self.__dict__.pop("do_bench", None)
+            else:
+                self.do_bench = own
+    _bench._kernellab_untimed = True
+    Autotuner.prune_configs, Autotuner._bench = prune_configs, _bench
+    return True
+
+
+def _run_once(kernel_call, quantiles=None, **_):
+    kernel_call()
+    return [1.0, 1.0, 1.0] if quantiles else 1.0

@@ -33,6 +33,31 @@ def _keep_kernels(rows: list, folder: pathlib.Path) -> None:
                 shutil.copyfile(path, target)
 
 
+def _tune_alone(first_call, phase, job_dir: pathlib.Path) -> bool:
+    """The first call of a speed problem's worker, which runs beside other grading: compile it with every
+    autotuner timing nothing (tuning.compile_only), then, if an autotuner had configurations to choose from,
+    ask for the GPU alone (the "alone" phase; the parent answers with a "go" file once it has it, at once when
+    nothing else is graded) and call again, so the choice is timed on a quiet GPU as in serial grading. Returns
+    whether it asked."""
+    import time
+
+    import torch
+
+    from kernellab.tuning import compile_only
+    with compile_only() as picked:
+        first_call()
+        if torch.cuda.is_available():
+            torch.cuda.synchronize()
+    if not picked:
+        return False
+    phase("alone")
+    while not (job_dir / "go").exists():
+        time.sleep(0.01)
+    phase("compile")
+    first_call()
+    return True
+
+
 def _record_timed_call(fn, problem, seed: int, folder: pathlib.Path) -> dict:
     """One watched, recorded call at the timed size, on inputs of this process's own (the judge times the
     replay on its own inputs). Returns {"records": [...]} or {"error": why}."""
@@ -111,6 +136,9 @@ def main(jobdir: str, parent_pid: int) -> int:
         # Read, then removed: learner code never finds the inputs on disk.
         cases = torch.load(job_dir / "cases.pt", weights_only=False)
         (job_dir / "cases.pt").unlink()
+    elif problem.kind == "speed" and job.get("record"):
+        from kernellab.tuning import allow_compile_only
+        allow_compile_only()  # patches the autotuner: before the snapshot, which would see it as tampering
     why = explain(broken_rules(job["sources"]))
     if why:
         return finish(error=why)
@@ -176,7 +204,10 @@ def main(jobdir: str, parent_pid: int) -> int:
         try:  # compile and autotune at the timed size, under the compile budget
             gen = torch.Generator(device="cuda").manual_seed(job["seed"] ^ 0x5EED)
             warm = problem.make_inputs(gen, "cuda")
-            _call(problem, fn, *warm)
+            if record:
+                _tune_alone(lambda: _call(problem, fn, *warm), phase, job_dir)
+            else:  # a whole program timed here: this process has had its GPU alone from its start
+                _call(problem, fn, *warm)
             torch.cuda.synchronize()
             del warm
         except Exception as exc:  # noqa: BLE001

@@ -93,25 +93,26 @@ def _judge_cache() -> str:
 
 def _run_child(jobdir: pathlib.Path, interpreted: bool = False,
                limit_s: float | None = None, module: str = "kernellab.grading.child",
-               result: str = "result.pt", alone: bool = False) -> tuple[str | None, dict]:
+               result: str = "result.pt", alone: bool = False, handoff: bool = False) -> tuple[str | None, dict]:
     """Run the child (the worker, or with ``module`` the judge) with phase budgets (``limit_s`` caps the
     compile and run budgets). ``alone``: it times, so under a class queue it waits until it has its GPU to
-    itself (grading/slots.py). Returns (problem text or None, timing info)."""
+    itself (grading/slots.py). ``handoff``: it starts beside other work and asks for its GPU alone when it
+    needs it (its "alone" phase): a judge about to time, a speed problem's worker about to autotune.
+    Returns (problem text or None, timing info)."""
     slots = _SLOTS
     if slots is None:
         return _start_child(jobdir, interpreted, limit_s, module, result, {})
-    # A judge that times starts beside other work and asks for its GPU alone only when it is about to time
-    # (its "alone" phase); any other process that times holds its GPU alone from the start.
-    handoff = alone and module.endswith(".judge")
+    handoff = handoff or (alone and module.endswith(".judge"))
+    alone = alone and not handoff  # alone from the start
     # CPU cores too (grading/cores.py): a timed process on its GPU's own cores, the rest off them. None where no
     # cores are kept (too few to spare): every process then runs anywhere, as without a queue.
     timed = slots.cores(True)
-    cores = {"start": slots.cores(alone and not handoff), "timed": timed} if timed else None
-    with slots.process(alone and not handoff, _STOP) as held:
+    cores = {"start": slots.cores(alone), "timed": timed} if timed else None
+    with slots.process(alone, _STOP) as held:
         why, info = _start_child(jobdir, interpreted, limit_s, module, result,
                                  slots.env() if DEVICE.on_gpu and not interpreted else {},
                                  held.go_alone if handoff else None, cores)
-    info.update({"gpu_slot": slots.gpu(), "slot_wait_s": round(held.waited, 2), "alone": alone,
+    info.update({"gpu_slot": slots.gpu(), "slot_wait_s": round(held.waited, 2), "alone": any(span[2] for span in held.spans),
                  "holds": [[round(a, 3), round(b, 3), al] for a, b, al in held.spans]})
     return why, info
 
@@ -355,7 +356,8 @@ def _grade_by_replay(problem, sources, seed: int, ceil, lesson: str, limit_s, re
             # The worker's inputs come from a seed unrelated to the secret; so do the judge's timed inputs.
             job["seed"] = int.from_bytes(os.urandom(5), "little")
         (work / "job.json").write_text(json.dumps(job))
-        why, info = _run_child(work, interpreted, limit_s)
+        # A speed problem's worker autotunes with its GPU alone (child._tune_alone), compiling beside other work.
+        why, info = _run_child(work, interpreted, limit_s, handoff=problem.kind == "speed")
         record.update(info)  # the worker's exit code, last phase and wall time
         record["child_log_tail"] = _tail(work / "child.log")
         if why:
