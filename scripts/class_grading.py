@@ -75,14 +75,18 @@ def _ratios(logs: pathlib.Path, lesson: str) -> dict:
     return out
 
 
-def _medians(logs: pathlib.Path, lesson: str) -> dict:
-    """(student, problem) -> [the learner's median ms, the baseline's median ms] behind each speed ratio."""
-    out = {}
+def _medians(logs: pathlib.Path, lesson: str) -> tuple[dict, dict]:
+    """(student, problem) -> [the learner's median ms, the baseline's median ms] behind each speed ratio, and
+    (student, problem) -> the GPU's state (clocks, power, the driver's reasons) before and after that timing."""
+    medians, states = {}, {}
     for _, r in records(logs, lesson):
         d = r.get("details") or {}
         if r.get("kind") == "speed" and isinstance(d.get("cand_ms_median"), (int, float)):
-            out[f"{r['student']}/{r['problem']}"] = [round(d["cand_ms_median"], 5), round(d["base_ms_median"], 5)]
-    return out
+            key = f"{r['student']}/{r['problem']}"
+            medians[key] = [round(d["cand_ms_median"], 5), round(d["base_ms_median"], 5)]
+            if r.get("gpu_state"):
+                states[key] = r["gpu_state"]
+    return medians, states
 
 
 def timing_overlaps(logs: pathlib.Path) -> tuple[int, int]:
@@ -217,8 +221,9 @@ def run(modes: list[str], lessons: list[str], per_lesson: int, serial_per_lesson
         out["modes"][mode]["alloc_retries"] = short_of_memory(logs)
         out["scores"][mode] = scores
         out["ratios"][mode] = {f"{lesson}/{k}": v for lesson in lessons for k, v in _ratios(logs, lesson).items()}
-        out.setdefault("medians_ms", {})[mode] = {f"{lesson}/{k}": v for lesson in lessons
-                                                  for k, v in _medians(logs, lesson).items()}
+        for lesson in lessons:
+            for field, got in zip(("medians_ms", "gpu_states"), _medians(logs, lesson)):
+                out.setdefault(field, {}).setdefault(mode, {}).update({f"{lesson}/{k}": v for k, v in got.items()})
         if after_mode is not None:  # a run cut short by its time limit keeps the modes it finished
             after_mode(out)
     return out
@@ -273,8 +278,9 @@ def merge(parts: list[dict]) -> dict:
                 acc["_busy_s"] += m["wall_s"]
             out["scores"].setdefault(mode, {}).update(p["scores"][mode])
             out["ratios"].setdefault(mode, {}).update(p["ratios"][mode])
-            if (p.get("medians_ms") or {}).get(mode):
-                out.setdefault("medians_ms", {}).setdefault(mode, {}).update(p["medians_ms"][mode])
+            for field in ("medians_ms", "gpu_states"):  # what stands behind each ratio, where a part has it
+                if (p.get(field) or {}).get(mode):
+                    out.setdefault(field, {}).setdefault(mode, {}).update(p[field][mode])
     for m in out["modes"].values():
         busy, busy_s = m.pop("_busy"), m.pop("_busy_s")
         m["gpu_util_mean"] = round(busy / busy_s, 1) if busy_s else None

@@ -138,12 +138,15 @@ add_layernorm_op.register_autograd(_layernorm_backward, setup_context=_layernorm
 
 # Under Inductor a Python float argument of a user kernel arrives as fp64 (in a plain launch: fp32), which makes
 # tl.dot's accumulator fp64 and fails to compile; the variant's kernels cast their float scalars first.
+# tl.cast, not x.to(): Inductor finds which arguments a user kernel writes by tracing it with Python scalars, where
+# x.to() raises ('float' object has no attribute 'to', 2026-11-25 16:25) and Inductor then copies every argument
+# around every launch (assets/bench/lesson07_triton_op_inductor/).
 FP32_SCALARS = (
-    ("    start_m = tl.program_id(0)\n    if CAUSAL:", "    qk_scale = qk_scale.to(tl.float32)\n"
+    ("    start_m = tl.program_id(0)\n    if CAUSAL:", "    qk_scale = tl.cast(qk_scale, tl.float32)\n"
      "    start_m = tl.program_id(0)\n    if CAUSAL:"),
-    ("    qk_scale = sm_scale * 1.4426950408889634", "    sm_scale = sm_scale.to(tl.float32)\n"
+    ("    qk_scale = sm_scale * 1.4426950408889634", "    sm_scale = tl.cast(sm_scale, tl.float32)\n"
      "    qk_scale = sm_scale * 1.4426950408889634"),
-    ("/ n_cols + eps)", "/ n_cols + eps.to(tl.float32))"),
+    ("/ n_cols + eps)", "/ n_cols + tl.cast(eps, tl.float32))"),
 )
 
 

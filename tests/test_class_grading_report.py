@@ -13,7 +13,7 @@ spec.loader.exec_module(CG)
 def _record(logs, student, problem, **fields):
     d = logs / student / "01_roofline_vector_add" / problem
     d.mkdir(parents=True)
-    (d / "result.json").write_text(json.dumps(fields))
+    (d / "result.json").write_text(json.dumps({"student": student, "problem": problem, **fields}))
 
 
 def test_holds_beside_a_timing_are_counted_per_node_and_gpu(tmp_path):
@@ -42,3 +42,24 @@ def test_speed_under_load_sets_solution_copies_against_quiet_regrades():
     assert any("| add_bandwidth | queue | 2 |" in line for line in lines)
     assert "serial" not in res["under_load"]["add_bandwidth"] and not any("| serial |" in line for line in lines)
     assert CG.under_load({"ratios": {}}) == [] and CG.speed_spread([]) == {"n": 0}
+
+
+def test_process_seconds_and_what_stands_behind_each_ratio(tmp_path):
+    state = {"before": {"sm_mhz": 1980.0, "reasons": "0x0"}, "after": {"sm_mhz": 1755.0, "reasons": "0x4"}}
+    _record(tmp_path, "a", "add_bandwidth", kind="speed", wall_s=3.0,
+            slot_wait_s=1.0, holds=[[0, 1, False], [1, 2, True]], judge_wall_s=2.0, judge_slot_wait_s=0.5,
+            details={"value": 1.0, "cand_ms_median": 0.25, "base_ms_median": 0.26}, gpu_state=state)
+    _record(tmp_path, "b", "add_correct", kind="correctness", wall_s=4.0,
+            holds=[[0, 4, False]], details={"value": None})
+    assert CG.process_seconds(tmp_path) == {"workers_alone": 1, "worker_s": 7.0, "slot_wait_s": 1.5, "judge_s": 2.0}
+    medians, states = CG._medians(tmp_path, "01_roofline_vector_add")
+    assert medians == {"a/add_bandwidth": [0.25, 0.26]} and states == {"a/add_bandwidth": state}
+    parts = [{"lessons": ["01_roofline_vector_add"], "per_lesson": 1, "header": None, "scores": {"queue": {}},
+              "ratios": {"queue": {}}, "modes": {"queue": {"wall_s": 1.0, "students": 1, "problems": 1, "gpus": 1, "jobs": 2, "per_student_s": 1.0,
+                                                          "gpu_util_mean": None}},
+              "medians_ms": {"queue": {"01_roofline_vector_add/" + k: v for k, v in medians.items()}},
+              **({"gpu_states": {"queue": {"01_roofline_vector_add/a/add_bandwidth": state}}} if i else {})}
+             for i in range(2)]
+    merged = CG.merge(parts)
+    assert merged["gpu_states"]["queue"]["01_roofline_vector_add/a/add_bandwidth"] == state
+    assert merged["medians_ms"]["queue"] == {"01_roofline_vector_add/a/add_bandwidth": [0.25, 0.26]}

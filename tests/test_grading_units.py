@@ -135,3 +135,25 @@ def test_a_grading_child_whose_parent_is_already_gone_exits():
     code = "from kernellab.grading.zygote import die_with_parent; die_with_parent(1 << 22); print('ran on')"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 70 and "ran on" not in out.stdout
+
+
+def test_gpu_state_reads_nvidia_smi_and_falls_back_to_the_older_field_name(tmp_path, monkeypatch):
+    """The judge records the GPU's clocks, power and the driver's reasons around each timing; a driver that does
+    not know the newer reasons field is asked with the older one; no nvidia-smi gives {}."""
+    from kernellab.grading.gpu_usage import gpu_state
+    fake = tmp_path / "nvidia-smi"
+    fake.write_text("#!/bin/sh\n"
+                    "case \"$1\" in *clocks_event_reasons*) echo 'Field is not a valid field' >&2; exit 2;; esac\n"
+                    f"echo \"$@\" > {tmp_path / 'asked'}\n"
+                    "echo '1755, 2619, 412.30, 61, 0x0000000000000004'\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}")
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "GPU-abc,1")
+    assert gpu_state() == {"sm_mhz": 1755.0, "mem_mhz": 2619.0, "power_w": 412.3, "temp_c": 61.0,
+                           "reasons": "0x0000000000000004"}
+    asked = (tmp_path / "asked").read_text()
+    assert "clocks_throttle_reasons.active" in asked and asked.split()[-2:] == ["-i", "GPU-abc"]
+    fake.write_text("#!/bin/sh\necho '[N/A], 2619, 412.30, 61'\n")  # old field refused too: the four fields alone
+    assert gpu_state("0") == {"sm_mhz": None, "mem_mhz": 2619.0, "power_w": 412.3, "temp_c": 61.0}
+    monkeypatch.setenv("PATH", str(tmp_path / "none"))
+    assert gpu_state() == {}

@@ -56,3 +56,38 @@ class GpuUsage:
     def mean(self) -> float | None:
         values = [v for vals in self.samples.values() for v in vals]
         return round(sum(values) / len(values), 1) if values else None
+
+
+# What a timing's GPU was doing, read before and after it (the judge's record): clocks, power, temperature and the
+# driver's reasons for holding the clocks down. The reasons field was renamed in newer drivers; the older name next.
+_STATE_FIELDS = ("clocks.sm", "clocks.mem", "power.draw", "temperature.gpu")
+_REASONS = ("clocks_event_reasons.active", "clocks_throttle_reasons.active")
+_STATE_NAMES = ("sm_mhz", "mem_mhz", "power_w", "temp_c")
+
+
+def gpu_state(gpu: str | None = None) -> dict:
+    """{sm_mhz, mem_mhz, power_w, temp_c, reasons} of one GPU (``gpu``: an nvidia-smi index or UUID; default the
+    first of this process's CUDA_VISIBLE_DEVICES, else 0), or {} where nvidia-smi is missing or says nothing."""
+    import os
+    exe = shutil.which("nvidia-smi")
+    if exe is None:
+        return {}
+    if gpu is None:
+        gpu = (os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")[0].strip() or "0")
+    for fields in [(*_STATE_FIELDS, r) for r in _REASONS] + [_STATE_FIELDS]:
+        try:
+            done = subprocess.run([exe, f"--query-gpu={','.join(fields)}", "--format=csv,noheader,nounits", "-i", gpu],
+                                  capture_output=True, text=True, timeout=10)
+        except (OSError, subprocess.TimeoutExpired):
+            return {}
+        values = [v.strip() for v in done.stdout.strip().splitlines()[0].split(",")] if done.stdout.strip() else []
+        if done.returncode != 0 or len(values) != len(fields):
+            continue  # a field this driver does not know: try without it
+        state = {}
+        for name, value in zip((*_STATE_NAMES, "reasons"), values):
+            try:
+                state[name] = value if name == "reasons" else float(value)
+            except ValueError:
+                state[name] = None  # "[N/A]"
+        return state
+    return {}

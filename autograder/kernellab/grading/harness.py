@@ -297,6 +297,7 @@ def _baseline_in_a_clean_process(problem, seed: int, lesson: str, record: dict) 
             return [], "Timing the baseline failed: " + why
         m = torch.load(judge / "judged.pt", weights_only=True)["measurement"]
     record["baseline_alloc_retries"] = m.get("alloc_retries", 0)
+    record["baseline_gpu_state"] = m.get("gpu_state")
     if m.get("error") or not m.get("base_ms"):
         return [], f"Timing the baseline failed: {m.get('error') or 'no times'}"
     return m["base_ms"], None
@@ -387,6 +388,7 @@ def _grade_by_replay(problem, sources, seed: int, ceil, lesson: str, limit_s, re
         return judged, record
     if problem.kind == "speed":
         record["alloc_retries"] = judged["measurement"].get("alloc_retries", 0)
+        record["gpu_state"] = judged["measurement"].get("gpu_state")  # the GPU's clocks and power around the timing
         return _judge_timing(problem, judged, judge_seed, ceil), record
     results = []
     for worker_row, replayed in zip(rows, judged.get("results", [])):

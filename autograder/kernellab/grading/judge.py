@@ -128,6 +128,8 @@ def main(jobdir: str, parent_pid: int) -> int:
         while not (job_dir / "go").exists():
             time.sleep(0.01)
         (job_dir / "phase").write_text("run")
+        from kernellab.grading.gpu_usage import gpu_state
+        before = gpu_state()  # clocks, power and the driver's reasons, around the timing (the record's)
         retries = torch.cuda.memory_stats().get("num_alloc_retries", 0)
         try:
             if job.get("baseline_only"):  # a whole program timed in its worker: only the baseline here
@@ -139,6 +141,7 @@ def main(jobdir: str, parent_pid: int) -> int:
         # Allocations that failed until the allocator gave back its cache and tried again: the timed runs had too
         # little GPU memory (others' memory beside this process, under a class queue), and paid for it.
         m["alloc_retries"] = torch.cuda.memory_stats().get("num_alloc_retries", 0) - retries
+        m["gpu_state"] = {"before": before, "after": gpu_state()}
         if m.get("sketches"):
             m["sketches"] = [[i, idx, vals] for i, idx, vals in m["sketches"]]
         out["measurement"] = m
