@@ -112,7 +112,8 @@ def _run_child(jobdir: pathlib.Path, interpreted: bool = False,
         why, info = _start_child(jobdir, interpreted, limit_s, module, result,
                                  slots.env() if DEVICE.on_gpu and not interpreted else {},
                                  held.go_alone if handoff else None, cores)
-    info.update({"gpu_slot": slots.gpu(), "slot_wait_s": round(held.waited, 2), "alone": any(span[2] for span in held.spans),
+    info.update({"gpu_slot": slots.gpu(), "slot_wait_s": round(held.waited, 2),
+                 "alone": any(span[2] for span in held.spans),  # from its start, or once it asked
                  "holds": [[round(a, 3), round(b, 3), al] for a, b, al in held.spans]})
     return why, info
 
