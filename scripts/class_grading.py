@@ -105,14 +105,21 @@ def timing_overlaps(logs: pathlib.Path) -> tuple[int, int]:
 
 def process_seconds(logs: pathlib.Path) -> dict:
     """Seconds the run's grading processes took, summed by kind (worker, judge, baseline judge), and how long they
-    waited for their GPU (slot_wait_s), with how many workers asked for their GPU alone to autotune."""
-    out = {"workers_alone": 0}
+    waited for their GPU (slot_wait_s), with how many workers asked for their GPU alone to autotune; on Ray also the
+    seconds inside tasks (task_s) and how many tasks ran at once on average (tasks_at_once)."""
+    out, tasks = {"workers_alone": 0}, []
     for _, r in records(logs):
         for pre, name in (("", "worker"), ("judge_", "judge"), ("baseline_", "baseline")):
             if f"{pre}wall_s" in r:
                 out[f"{name}_s"] = round(out.get(f"{name}_s", 0.0) + float(r[f"{pre}wall_s"]), 1)
                 out["slot_wait_s"] = round(out.get("slot_wait_s", 0.0) + float(r.get(f"{pre}slot_wait_s") or 0), 1)
         out["workers_alone"] += any(span[2] for span in r.get("holds") or [])
+        if r.get("task_started") and r.get("task_ended"):
+            tasks.append((float(r["task_started"]), float(r["task_ended"])))
+    if tasks:  # Ray: seconds inside tasks, and how many ran at once on average from the first start to the last end
+        busy = sum(b - a for a, b in tasks)
+        out["task_s"] = round(busy, 1)
+        out["tasks_at_once"] = round(busy / max(1e-9, max(b for _, b in tasks) - min(a for a, _ in tasks)), 2)
     return out
 
 

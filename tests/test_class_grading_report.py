@@ -52,6 +52,10 @@ def test_process_seconds_and_what_stands_behind_each_ratio(tmp_path):
     _record(tmp_path, "b", "add_correct", kind="correctness", wall_s=4.0,
             holds=[[0, 4, False]], details={"value": None})
     assert CG.process_seconds(tmp_path) == {"workers_alone": 1, "worker_s": 7.0, "slot_wait_s": 1.5, "judge_s": 2.0}
+    _record(tmp_path, "c", "add_correct", kind="correctness", task_started=100.0, task_ended=104.0)  # Ray tasks
+    _record(tmp_path, "d", "add_correct", kind="correctness", task_started=102.0, task_ended=110.0)
+    got = CG.process_seconds(tmp_path)
+    assert got["task_s"] == 12.0 and got["tasks_at_once"] == 1.2  # 12 s of tasks over the 10 s they spanned
     medians, states = CG._medians(tmp_path, "01_roofline_vector_add")
     assert medians == {"a/add_bandwidth": [0.25, 0.26]} and states == {"a/add_bandwidth": state}
     parts = [{"lessons": ["01_roofline_vector_add"], "per_lesson": 1, "header": None, "scores": {"queue": {}},
