@@ -695,9 +695,11 @@ def going_further() -> None:
     from ...device import explain_extensions
     rows = [
         ("torch.library.triton_op + wrap_triton: Inductor launches your kernel from its own code (less host time "
-         "than a custom op's dispatch, 50-75 us a call on an H100's host). Cast float scalars to fp32 in the kernel "
-         "(Inductor passes them as fp64), write outputs through their strides, and compare the compiled gradients: "
-         "assets/bench/lesson07_step_host.md", DEVICE.on_gpu, "needs a GPU: Inductor cannot trace an interpreted kernel"),
+         "than a custom op's dispatch, 50-75 us a call on an H100's host). Cast float scalars with "
+         "tl.cast(x, tl.float32) (Inductor passes them as fp64, and traces the kernel with Python floats, where "
+         "x.to() fails, to find what it writes), and compare the compiled gradients with eager ones: with the "
+         "course's kernels they came out wrong, cause not found (assets/bench/lesson07_triton_op_inductor/)",
+         DEVICE.on_gpu, "needs a GPU: Inductor cannot trace an interpreted kernel"),
         ("torch.compile(mode='reduce-overhead'): CUDA graphs around the compiled step", DEVICE.on_gpu, "needs a GPU"),
         ("a fused cross-entropy (the logits never written in full), as Liger-Kernel does", True, ""),
         ("RMSNorm forward and backward: the same two-stage reduction with one statistic", True, ""),
