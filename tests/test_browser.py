@@ -224,6 +224,7 @@ def _write_widgets_notebook(root):
 
 
 def test_every_newer_widget_responds_in_jupyterlab(lab):
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
     from playwright.sync_api import expect
 
     base, root = lab
@@ -243,10 +244,14 @@ def test_every_newer_widget_responds_in_jupyterlab(lab):
             slider.focus()
             page.keyboard.press("ArrowRight")  # one step: one redraw, so the new picture is the last
             expect(readout).not_to_have_text(shown, timeout=30_000)
-            page.wait_for_function(
-                "([el, old]) => { const img = el.querySelector('.widget-output img');"
-                " return img && img.src !== old; }",
-                arg=[widget.element_handle(), before], timeout=60_000)
+            try:
+                page.wait_for_function(
+                    "([el, old]) => { const img = el.querySelector('.widget-output img');"
+                    " return img && img.src !== old; }",
+                    arg=[widget.element_handle(), before], timeout=60_000)
+            except PlaywrightTimeout:  # say which widget and where its slider went (one CI run, 2026-11-25)
+                raise AssertionError(f"{name}: its slider moved from {shown!r} to {readout.inner_text()!r}, but no "
+                                     "new picture came within 60 s") from None
             expect(page.get_by_text(KERNEL_IDLE).first).to_be_visible(
                 timeout=60_000)  # the last redraw has arrived
             # one picture once the redraw has settled (the old one may linger while the new arrives)
