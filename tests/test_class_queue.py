@@ -516,9 +516,8 @@ import os, pathlib, sys, time
 job = pathlib.Path(sys.argv[1])
 time.sleep(0.5)  # the parent pins a child just after starting it
 start = sorted(os.sched_getaffinity(0))
-(job / "phase").write_text("alone")
-while not (job / "go").exists():
-    time.sleep(0.01)
+from kernellab.grading.slots import ask_for_gpu_alone
+ask_for_gpu_alone(job, "run")
 (job / "cores.txt").write_text(f"{start} {sorted(os.sched_getaffinity(0))}")
 (job / "phase").write_text("done")
 """
@@ -546,7 +545,7 @@ def test_a_timed_judge_runs_on_its_gpus_own_cores(tmp_path, monkeypatch):
     timed, untimed = slots.cores(True), slots.cores(False)
     assert timed and untimed and not timed & untimed
     with harness.use_slots(slots):
-        why, info = harness._run_child(job, False, None, module="standin.judge", result="cores.txt", alone=True)
+        why, info = harness._run_child(job, False, None, module="standin.judge", result="cores.txt", handoff=True)
     assert why is None, why
     assert (job / "cores.txt").read_text() == f"{sorted(untimed)} {sorted(timed)}"
     assert info["cores"] == {"start": sorted(untimed), "timed": sorted(timed)}
@@ -555,7 +554,7 @@ def test_a_timed_judge_runs_on_its_gpus_own_cores(tmp_path, monkeypatch):
     monkeypatch.setattr(cores_mod, "SPARE_CORES", 10 ** 6)
     (job / "go").unlink()
     with harness.use_slots(GpuSlots(1)):
-        why, info = harness._run_child(job, False, None, module="standin.judge", result="cores.txt", alone=True)
+        why, info = harness._run_child(job, False, None, module="standin.judge", result="cores.txt", handoff=True)
     everywhere = sorted(os.sched_getaffinity(0))
     assert why is None and info["cores"] == {}
     assert (job / "cores.txt").read_text() == f"{everywhere} {everywhere}"

@@ -128,23 +128,24 @@ def test_a_speed_worker_asks_for_its_gpu_alone_only_when_an_autotuner_had_a_choi
     tuner.do_bench = lambda call, quantiles=None: call() or [0.5, 0.5, 0.5]
     x, y = torch.randn(300), torch.randn(300)
     out = torch.empty_like(x)
-    phases = []
 
     def call():
         grid = lambda meta: (triton.cdiv(300, meta["BLOCK"]),)  # noqa: E731
         Autotuner.run._original(tuner, x, y, out, 300, grid=grid, warmup=False)
 
     asked = []
-    worker = threading.Thread(target=lambda: asked.append(_tune_alone(call, phases.append, tmp_path)))
+    worker = threading.Thread(target=lambda: asked.append(_tune_alone(call, tmp_path)))
     worker.start()
     time.sleep(0.5)
-    assert phases == ["alone"] and worker.is_alive()  # waits for the parent's "go"
+    assert (tmp_path / "phase").read_text() == "alone" and worker.is_alive()  # waits for the parent's "go"
     (tmp_path / "go").write_text("go")
     worker.join(10)
-    assert asked == [True] and phases == ["alone", "compile"]
+    assert asked == [True] and (tmp_path / "phase").read_text() == "compile"  # the compile budget, to tune
     assert tuner.cache  # tuned on the second call (the quiet one), and kept
-    plain = []
-    assert _tune_alone(lambda: plain.append(1), plain.append, tmp_path / "none") is False and plain == [1]
+    plain, quiet = [], tmp_path / "plain"
+    quiet.mkdir()
+    assert _tune_alone(lambda: plain.append(1), quiet) is False and plain == [1]
+    assert not (quiet / "phase").exists()  # never asked
 
 
 def test_compile_only_is_no_tampering_once_allowed_before_the_snapshot():

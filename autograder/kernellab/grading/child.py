@@ -33,16 +33,14 @@ def _keep_kernels(rows: list, folder: pathlib.Path) -> None:
                 shutil.copyfile(path, target)
 
 
-def _tune_alone(first_call, phase, job_dir: pathlib.Path) -> bool:
+def _tune_alone(first_call, job_dir: pathlib.Path) -> bool:
     """The first call of a speed problem's worker, which runs beside other grading: compile it with every
     autotuner timing nothing (tuning.compile_only), then, if an autotuner had configurations to choose from,
-    ask for the GPU alone (the "alone" phase; the parent answers with a "go" file once it has it, at once when
-    nothing else is graded) and call again, so the choice is timed on a quiet GPU as in serial grading. Returns
-    whether it asked."""
-    import time
-
+    ask for the GPU alone (slots.ask_for_gpu_alone, as a judge does before it times) and call again, so the
+    choice is timed on a quiet GPU as in serial grading. Returns whether it asked."""
     import torch
 
+    from kernellab.grading.slots import ask_for_gpu_alone
     from kernellab.tuning import compile_only
     with compile_only() as picked:
         first_call()
@@ -50,10 +48,7 @@ def _tune_alone(first_call, phase, job_dir: pathlib.Path) -> bool:
             torch.cuda.synchronize()
     if not picked:
         return False
-    phase("alone")
-    while not (job_dir / "go").exists():
-        time.sleep(0.01)
-    phase("compile")
+    ask_for_gpu_alone(job_dir, "compile")  # the compile budget again, for the tuning
     first_call()
     return True
 
@@ -205,7 +200,7 @@ def main(jobdir: str, parent_pid: int) -> int:
             gen = torch.Generator(device="cuda").manual_seed(job["seed"] ^ 0x5EED)
             warm = problem.make_inputs(gen, "cuda")
             if record:
-                _tune_alone(lambda: _call(problem, fn, *warm), phase, job_dir)
+                _tune_alone(lambda: _call(problem, fn, *warm), job_dir)
             else:  # a whole program timed here: this process has had its GPU alone from its start
                 _call(problem, fn, *warm)
             torch.cuda.synchronize()

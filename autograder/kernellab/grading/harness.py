@@ -95,15 +95,14 @@ def _run_child(jobdir: pathlib.Path, interpreted: bool = False,
                limit_s: float | None = None, module: str = "kernellab.grading.child",
                result: str = "result.pt", alone: bool = False, handoff: bool = False) -> tuple[str | None, dict]:
     """Run the child (the worker, or with ``module`` the judge) with phase budgets (``limit_s`` caps the
-    compile and run budgets). ``alone``: it times, so under a class queue it waits until it has its GPU to
-    itself (grading/slots.py). ``handoff``: it starts beside other work and asks for its GPU alone when it
-    needs it (its "alone" phase): a judge about to time, a speed problem's worker about to autotune.
+    compile and run budgets). Under a class queue (grading/slots.py): ``alone``, it times from its start (a
+    whole program timed in its worker), so it waits until it has its GPU to itself before it starts;
+    ``handoff``, it starts beside other work and asks for its GPU alone when it needs it (its "alone" phase,
+    slots.ask_for_gpu_alone): a judge about to time, a speed problem's worker about to autotune.
     Returns (problem text or None, timing info)."""
     slots = _SLOTS
     if slots is None:
         return _start_child(jobdir, interpreted, limit_s, module, result, {})
-    handoff = handoff or (alone and module.endswith(".judge"))
-    alone = alone and not handoff  # alone from the start
     # CPU cores too (grading/cores.py): a timed process on its GPU's own cores, the rest off them. None where no
     # cores are kept (too few to spare): every process then runs anywhere, as without a queue.
     timed = slots.cores(True)
@@ -292,7 +291,7 @@ def _baseline_in_a_clean_process(problem, seed: int, lesson: str, record: dict) 
         (judge / "judge.json").write_text(json.dumps({"lesson": lesson, "problem": problem.id, "seed": seed,
                                                       "baseline_only": True}))
         why, info = _run_child(judge, False, None, module="kernellab.grading.judge", result="judged.pt",
-                               alone=True)
+                               handoff=True)
         record.update({f"baseline_{k}": v for k, v in info.items()})
         if why:
             return [], "Timing the baseline failed: " + why
@@ -401,7 +400,7 @@ def _grade_by_replay(problem, sources, seed: int, ceil, lesson: str, limit_s, re
 def _run_judge(problem, judge: pathlib.Path, interpreted: bool, limit_s, record: dict):
     """Run the judge on its folder: what it wrote (plain data), or the Outcome saying why it failed."""
     why, info = _run_child(judge, interpreted, limit_s, module="kernellab.grading.judge", result="judged.pt",
-                           alone=problem.kind == "speed")
+                           handoff=problem.kind == "speed")
     record.update({f"judge_{k}": v for k, v in info.items()})
     record["judge_log_tail"] = _tail(judge / "judge.log")
     if why:

@@ -119,15 +119,11 @@ def main(jobdir: str, parent_pid: int) -> int:
             results.append(dataclasses.asdict(replay_case(problem, case, rec, folder, device)))
         out["results"] = results
     elif problem.kind == "speed":
-        import time
-
+        from kernellab.grading.slots import ask_for_gpu_alone
         from kernellab.invoke import describe_exception
         from kernellab.timing import measure_speed
         # Started, imported and CUDA up beside other grading: now ask for the GPU alone, and time once given it.
-        (job_dir / "phase").write_text("alone")
-        while not (job_dir / "go").exists():
-            time.sleep(0.01)
-        (job_dir / "phase").write_text("run")
+        ask_for_gpu_alone(job_dir, "run")
         from kernellab.grading.gpu_usage import gpu_state
         before = gpu_state()  # clocks, power and the driver's reasons, around the timing (the record's)
         retries = torch.cuda.memory_stats().get("num_alloc_retries", 0)

@@ -3,8 +3,8 @@ alone.
 
 A grading job (one problem of one submission) is placed on one GPU for its whole life (``place``: the GPU with
 the fewest jobs). Each process it starts holds that GPU while it runs (``hold``): a worker, or a judge that
-replays for correctness, shares it; a judge that times (or a worker that times a whole program, lesson 06) holds
-it alone. A timed process that is waiting lets no new untimed one start on its GPU, so timing is never starved;
+replays for correctness, shares it; a judge that times, a speed problem's worker while it autotunes (each asks
+when it is ready: ``ask_for_gpu_alone``) and a worker that times a whole program (lesson 06) hold it alone. A timed process that is waiting lets no new untimed one start on its GPU, so timing is never starved;
 it starts once the untimed processes already running there have ended. GPUs do not wait for each other: a
 timed run on GPU 0 leaves GPU 1's untimed work going (the timer reads the GPU, which they do not touch).
 
@@ -150,6 +150,16 @@ class GpuSlots:
         self._cv.wait(timeout=0.2)
         if stop is not None and stop.is_set():
             raise KeyboardInterrupt("grading interrupted")
+
+
+def ask_for_gpu_alone(job_dir: pathlib.Path, then: str) -> None:
+    """A grading process's side of the hand-off (the parent's is harness._watch): report the "alone" phase, wait
+    for the parent's "go", written once this process has its GPU alone (at once where no class queue runs), then
+    report the phase ``then``. A judge calls it before it times, a speed problem's worker before it autotunes."""
+    (job_dir / "phase").write_text("alone")
+    while not (job_dir / "go").exists():
+        time.sleep(0.01)
+    (job_dir / "phase").write_text(then)
 
 
 @contextlib.contextmanager
