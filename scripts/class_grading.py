@@ -12,6 +12,10 @@ first few of each lesson serially (the serial path is the slow one being replace
 what the comparison needs). Runs too long for one sitting can be split by lesson and mode (``--part``) and
 merged. Scores are compared problem by problem across modes, speed ratios by their relative difference.
 
+Modes: ``serial``; ``queue`` and ``ray_local`` (every GPU of the machine); ``queue_<N>gpu`` and ``ray_<N>gpu`` (N of
+its GPUs: a run of one GPU beside one of two on the same machine says what the second GPU pays). Each mode's
+record says the machine it ran on (GPUs, cores), as parts from several machines can be merged.
+
 Speed under load: ``--load-copies N`` adds N copies of the first lesson's solution to its class, and
 ``--quiet-regrades N`` first regrades that solution's speed problems N times with nothing else running; the report
 sets the copies' speed ratios, measured while the rest of the class was graded beside them, against the quiet
@@ -25,6 +29,7 @@ import contextlib
 import json
 import os
 import pathlib
+import re
 import sys
 import tempfile
 import time
@@ -33,6 +38,18 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "autograder"))
 
 LESSONS = ["01_roofline_vector_add", "02_tiled_matmul", "03_fused_softmax_layernorm", "04_flash_attention"]
+
+
+def mode_spec(mode: str) -> tuple[str, int | None]:
+    """(backend, GPUs) of a mode: serial, queue or ray, on every GPU (None) or on N of them."""
+    if mode in ("serial", "queue"):
+        return mode, None
+    if mode == "ray_local":
+        return "ray", None
+    m = re.fullmatch(r"(queue|ray)_([1-9][0-9]*)gpu", mode)
+    if not m:
+        raise SystemExit(f"unknown mode {mode!r}: serial, queue, ray_local, queue_<N>gpu or ray_<N>gpu")
+    return m[1], int(m[2])
 
 
 def build_class(lesson: str, n: int) -> dict:
@@ -106,9 +123,12 @@ def timing_overlaps(logs: pathlib.Path) -> tuple[int, int]:
 def process_seconds(logs: pathlib.Path) -> dict:
     """Seconds the run's grading processes took, summed by kind (worker, judge, baseline judge), and how long they
     waited for their GPU (slot_wait_s), with how many workers asked for their GPU alone to autotune; on Ray also the
-    seconds inside tasks (task_s) and how many tasks ran at once on average (tasks_at_once)."""
-    out, tasks = {"workers_alone": 0}, []
+    seconds inside tasks (task_s) and how many tasks ran at once on average (tasks_at_once); where a run had several
+    GPUs, how many problems each graded (problems_per_gpu)."""
+    out, tasks, on_gpu = {"workers_alone": 0}, [], {}
     for _, r in records(logs):
+        if r.get("gpu_slot") is not None:  # problems per GPU (did the jobs spread over every GPU?)
+            on_gpu[str(r["gpu_slot"])] = on_gpu.get(str(r["gpu_slot"]), 0) + 1
         for pre, name in (("", "worker"), ("judge_", "judge"), ("baseline_", "baseline")):
             if f"{pre}wall_s" in r:
                 out[f"{name}_s"] = round(out.get(f"{name}_s", 0.0) + float(r[f"{pre}wall_s"]), 1)
@@ -116,6 +136,8 @@ def process_seconds(logs: pathlib.Path) -> dict:
         out["workers_alone"] += any(span[2] for span in r.get("holds") or [])
         if r.get("task_started") and r.get("task_ended"):
             tasks.append((float(r["task_started"]), float(r["task_ended"])))
+    if len(on_gpu) > 1:
+        out["problems_per_gpu"] = dict(sorted(on_gpu.items()))
     if tasks:  # Ray: seconds inside tasks, and how many ran at once on average from the first start to the last end
         busy = sum(b - a for a, b in tasks)
         out["task_s"] = round(busy, 1)
@@ -169,19 +191,27 @@ def run(modes: list[str], lessons: list[str], per_lesson: int, serial_per_lesson
                         "scores": {pid: r["scores"] for pid, r in res.items()}}
         if after_mode is not None:
             after_mode(out)
+    on_machine = classqueue.gpu_count() if harness.DEVICE.on_gpu else 0
     for mode in modes:
+        backend, n_gpus = mode_spec(mode)
+        if n_gpus and harness.DEVICE.on_gpu and n_gpus > on_machine:
+            raise SystemExit(f"{mode}: this machine has {on_machine} GPU(s)")
+        mode_jobs = jobs or (classqueue.default_jobs(n_gpus) if backend != "serial" else 1)
         logs = work / f"logs-{mode}"
         scores, students, problems, regraded = {}, 0, 0, []
         busy, gpus = [], 0  # (GPU busy %, seconds) of each class run: grade_class samples the GPU itself
+        per_gpu = {}  # GPU -> [busy % x seconds, seconds]
         t0 = time.monotonic()
         ray_started = False
         # Serial grading has no sampler of its own; a class run's is in its summary.
         with GpuUsage() if mode == "serial" else contextlib.nullcontext() as usage:
-            if mode == "ray_local":
+            if backend == "ray":
                 import ray
 
                 from kernellab.grading.cluster import connect
-                ray_started = connect("local", jobs)
+                # N GPUs of the machine: Ray is told of only those (it hands each task one of them)
+                ray_started = connect("local", mode_jobs,
+                                      {"num_gpus": n_gpus} if n_gpus and harness.DEVICE.on_gpu else None)
             for lesson, subs in classes.items():
                 if mode == "serial":
                     for student in list(subs)[:serial_per_lesson]:
@@ -192,9 +222,9 @@ def run(modes: list[str], lessons: list[str], per_lesson: int, serial_per_lesson
                         problems += len(res)
                         print(f"serial {lesson} {student}: {time.monotonic() - t0:.0f} s", flush=True)
                     continue
-                summary = classqueue.grade_class(course, lesson, jobs=jobs, progress=True,
+                summary = classqueue.grade_class(course, lesson, jobs=mode_jobs, progress=True,
                                                  store=Store(work / f"store-{mode}"), logs_dir=logs,
-                                                 ray="local" if mode == "ray_local" else None)
+                                                 gpus=n_gpus, ray="local" if backend == "ray" else None)
                 print(classqueue.describe(summary), flush=True)
                 for f in summary["failures"]:  # what the failed process said, for the log
                     student, pid = f.split(":", 1)[0].split("/")
@@ -208,6 +238,9 @@ def run(modes: list[str], lessons: list[str], per_lesson: int, serial_per_lesson
                 gpus = summary["gpus"]
                 if summary["gpu_util_mean"] is not None:
                     busy.append((summary["gpu_util_mean"], summary["seconds"]))
+                for g, u in (summary.get("gpu_util_per_gpu") or {}).items():
+                    acc = per_gpu.setdefault(str(g), [0.0, 0.0])
+                    acc[0], acc[1] = acc[0] + u * summary["seconds"], acc[1] + summary["seconds"]
                 scores |= {f"{lesson}/{s}/{gid}": r[0] for s, res in summary["results"].items() for gid, r in res.items()}
             if ray_started:
                 ray.shutdown()
@@ -218,7 +251,8 @@ def run(modes: list[str], lessons: list[str], per_lesson: int, serial_per_lesson
             util = round(sum(u * t for u, t in busy) / sum(t for _, t in busy), 1) if busy else None
         out["modes"][mode] = {"wall_s": round(wall, 1), "students": students, "problems": problems, "gpus": gpus,
                               "gpu_util_mean": util, "per_student_s": round(wall / max(1, students), 1),
-                              "jobs": 1 if mode == "serial" else (jobs or classqueue.default_jobs())}
+                              "jobs": mode_jobs, "machine": machine(),
+                              "gpu_util_per_gpu": {g: round(a / t, 1) for g, (a, t) in per_gpu.items() if t}}
         if mode != "serial":
             out["modes"][mode]["timed_holds"], out["modes"][mode]["holds_beside_timing"] = timing_overlaps(logs)
             out["modes"][mode]["regraded_alone"] = regraded
@@ -234,6 +268,13 @@ def run(modes: list[str], lessons: list[str], per_lesson: int, serial_per_lesson
         if after_mode is not None:  # a run cut short by its time limit keeps the modes it finished
             after_mode(out)
     return out
+
+
+def machine() -> dict:
+    """The machine a mode ran on: its GPU, how many GPUs and CPU cores it has."""
+    from kernellab.grading import classqueue, harness
+    return {"gpu": harness.DEVICE.name if harness.DEVICE.on_gpu else "none (CPU)",
+            "gpus": classqueue.gpu_count() if harness.DEVICE.on_gpu else 0, "cores": os.cpu_count()}
 
 
 def pinned_cores(logs: pathlib.Path) -> dict:
@@ -269,8 +310,13 @@ def merge(parts: list[dict]) -> dict:
     for p in parts:
         for mode, m in p["modes"].items():
             acc = out["modes"].setdefault(mode, {"wall_s": 0.0, "students": 0, "problems": 0, "gpus": m["gpus"],
-                                                 "_busy": 0.0, "_busy_s": 0.0,
+                                                 "_busy": 0.0, "_busy_s": 0.0, "_per_gpu": {},
                                                  "jobs": 1 if mode == "serial" else m["jobs"]})
+            if m.get("machine"):
+                acc["machine"] = m["machine"]
+            for g, u in (m.get("gpu_util_per_gpu") or {}).items():
+                w = acc["_per_gpu"].setdefault(g, [0.0, 0.0])
+                w[0], w[1] = w[0] + u * m["wall_s"], w[1] + m["wall_s"]
             acc["wall_s"] += m["wall_s"]
             if len(p["lessons"]) == 1:  # one lesson in this part: its own row
                 out["by_lesson"].setdefault(p["lessons"][0], {})[mode] = {
@@ -290,6 +336,9 @@ def merge(parts: list[dict]) -> dict:
                     out.setdefault(field, {}).setdefault(mode, {}).update(p[field][mode])
     for m in out["modes"].values():
         busy, busy_s = m.pop("_busy"), m.pop("_busy_s")
+        per_gpu = m.pop("_per_gpu")
+        if per_gpu:
+            m["gpu_util_per_gpu"] = {g: round(a / t, 1) for g, (a, t) in per_gpu.items() if t}
         m["gpu_util_mean"] = round(busy / busy_s, 1) if busy_s else None
         m["per_student_s"] = round(m["wall_s"] / max(1, m["students"]), 1)
         m["wall_s"] = round(m["wall_s"], 1)
@@ -297,19 +346,62 @@ def merge(parts: list[dict]) -> dict:
 
 
 def compare(res: dict) -> dict:
-    """scores_identical (every problem graded in two modes scored the same) and max_speed_ratio_diff."""
+    """scores_identical (every problem graded in two modes scored the same), max_speed_ratio_diff, and per pair of
+    modes ("a|b") how many scores and ratios both graded, how many scores differed and the largest ratio difference."""
     modes = list(res["scores"])
-    differ, worst = [], 0.0
+    differ, worst, pairs = [], 0.0, {}
     for i, a in enumerate(modes):
         for b in modes[i + 1:]:
-            for k in set(res["scores"][a]) & set(res["scores"][b]):
+            both = set(res["scores"][a]) & set(res["scores"][b])
+            pair = {"scores": len(both), "scores_differ": 0, "ratios": 0, "max_ratio_diff": 0.0}
+            for k in both:
                 if res["scores"][a][k] != res["scores"][b][k]:
                     differ.append(f"{k}: {a} {res['scores'][a][k]} vs {b} {res['scores'][b][k]}")
+                    pair["scores_differ"] += 1
             for k in set(res["ratios"][a]) & set(res["ratios"][b]):
                 ra, rb = res["ratios"][a][k], res["ratios"][b][k]
                 if ra > 0:
-                    worst = max(worst, abs(rb - ra) / ra)
-    return {"scores_identical": not differ, "score_differences": differ[:40], "max_speed_ratio_diff": round(worst, 4)}
+                    pair["ratios"] += 1
+                    pair["max_ratio_diff"] = round(max(pair["max_ratio_diff"], abs(rb - ra) / ra), 4)
+            worst = max(worst, pair["max_ratio_diff"])
+            pairs[f"{a}|{b}"] = pair
+    return {"scores_identical": not differ, "score_differences": differ[:40], "max_speed_ratio_diff": round(worst, 4),
+            "pairs": pairs}
+
+
+def more_gpus(res: dict) -> list[str]:
+    """The report's section on the GPUs added: each mode of N > 1 GPUs against the queue on one GPU of the same
+    machine (throughput, target 1.7x for two), with its scores and speed ratios against serial grading and that
+    one-GPU queue (targets: identical, within 3%). Into ``res["more_gpus"]``."""
+    from kernellab.report import md_table, met
+    one = next((m for m in res["modes"] if mode_spec(m) == ("queue", 1)), None)
+    many = [m for m in res["modes"] if (mode_spec(m)[1] or 0) > 1]
+    if one is None or not many:
+        return []
+    rows, res["more_gpus"] = [], {}
+
+    def against(a, b):
+        return res["pairs"].get(f"{a}|{b}") or res["pairs"].get(f"{b}|{a}")
+    for mode in many:
+        n = mode_spec(mode)[1]
+        gain = res["modes"][one]["per_student_s"] / max(1e-9, res["modes"][mode]["per_student_s"])
+        target = 1.7 if n == 2 else 0.85 * n
+        entry = {"gpus": n, "throughput_vs_one_gpu": round(gain, 2), "target": target}
+        cells = [mode, n, res["modes"][mode]["per_student_s"], f"{gain:.2f}x", f"{target}x", met(gain, target)]
+        for other in ("serial", one):
+            p = against(mode, other)
+            entry[f"vs_{other}"] = p
+            cells += ["-", "-"] if not p else [
+                f"{p['scores'] - p['scores_differ']}/{p['scores']}" + (" **differ**" if p["scores_differ"] else ""),
+                f"{p['max_ratio_diff']:.1%} of {p['ratios']} ({met(0.03, p['max_ratio_diff'])})" if p["ratios"] else "-"]
+        res["more_gpus"][mode] = entry
+        rows.append(cells)
+    return ["", f"GPUs added: each mode against `{one}` (the local queue on one GPU of the same machine, "
+            f"{res['modes'][one]['per_student_s']} s per submission); scores and speed ratios against serial grading "
+            f"and against `{one}` (problems both graded):", "",
+            *md_table(["mode", "GPUs", "s per submission", "throughput vs one GPU", "target", "met",
+                       "scores same as serial", "ratio diff vs serial (3%)", f"scores same as {one}",
+                       f"ratio diff vs {one} (3%)"], rows)]
 
 
 def under_load(res: dict) -> list[str]:
@@ -349,10 +441,13 @@ def write(res: dict, out: pathlib.Path, notes: list[str] = ()) -> str:
     rows = []
     for mode, m in res["modes"].items():
         share = f"{m['per_student_s'] / serial:.0%}" if serial and mode != "serial" else ""
-        rows.append([mode, m["students"], m["problems"], m["wall_s"], m["per_student_s"], share,
-                     m["gpu_util_mean"] if m["gpu_util_mean"] is not None else "-", m["gpus"], m["jobs"]])
+        busy = m["gpu_util_mean"] if m["gpu_util_mean"] is not None else "-"
+        if len(m.get("gpu_util_per_gpu") or {}) > 1:  # each GPU's own, after the mean
+            busy = f"{busy} ({' / '.join(str(u) for u in m['gpu_util_per_gpu'].values())})"
+        rows.append([mode, m["students"], m["problems"], m["wall_s"], m["per_student_s"], share, busy, m["gpus"],
+                     (m.get("machine") or {}).get("cores", "-"), m["jobs"]])
     lines += md_table(["mode", "submissions", "problems", "wall s", "s per submission", "of serial", "GPU busy %",
-                       "GPUs", "jobs"], rows)
+                       "GPUs", "cores", "jobs"], rows)
     lines += ["", f"- Scores identical across modes (every problem graded in two modes): **{res['scores_identical']}**",
               f"- Largest relative difference of a speed ratio between modes: **{res['max_speed_ratio_diff']:.1%}**"]
     lines += [f"  - {d}" for d in res["score_differences"][:20]]
@@ -361,6 +456,7 @@ def write(res: dict, out: pathlib.Path, notes: list[str] = ()) -> str:
         lines += md_table(["lesson", "mode", "submissions", "s per submission", "GPU busy %"], [
             [lesson, mode, v["submissions"], v["per_student_s"], v["gpu_util_mean"]]
             for lesson, modes in sorted(res["by_lesson"].items()) for mode, v in modes.items()])
+    lines += more_gpus(res)
     lines += under_load(res)
     if notes:
         lines += ["", "Notes:", ""] + [f"- {n}" for n in notes]

@@ -5,6 +5,8 @@
 #          rapidfuzz, widgetsnbextension, alembic and mako, plus ray_slim.zip (ray's wheel without jars, rllib,
 #          data, serve, llm, tune, train and the dashboard's client build): under the 64 MiB a run carries
 #   there: bash scripts/gpu_class_parts.sh queue:04_flash_attention:q04:240 ray_local:03_fused_softmax_layernorm:r03:260
+# Modes queue_<N>gpu / ray_<N>gpu grade on N of the machine's GPUs (the two-GPU run: queue_1gpu beside queue_2gpu).
+# Every part starts with an empty Triton cache of its own, so no mode grades with kernels an earlier part compiled.
 set -u
 python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whlcls/*.whl 2>&1 | grep -v WARNING | tail -2
 python3 - <<'PY'
@@ -12,9 +14,11 @@ import zipfile; zipfile.ZipFile(".whlcls/ray_slim.zip").extractall("/tmp/site")
 PY
 find /tmp/site/ray/core -type f \( -name raylet -o -name gcs_server \) -exec chmod +x {} +
 export PYTHONPATH=$PWD/autograder:/tmp/site PATH=/tmp/site/bin:$PATH KERNELLAB_CACHE=/tmp/klc
+nvidia-smi --query-gpu=index,name,pci.bus_id --format=csv,noheader; nvidia-smi topo -m 2>/dev/null | head -4
 for spec in "$@"; do
   IFS=: read -r mode lesson part t <<<"$spec"
   echo "== $spec $(date -u +%T)"
+  export TRITON_CACHE_DIR=/tmp/triton-$part; rm -rf "$TRITON_CACHE_DIR"
   timeout -k 20 "$t" python3 scripts/class_grading.py --modes "$mode" --lessons "$lesson" --part "$part" \
     --out "$OUT" --serial-per-lesson 1 2>&1 | grep -v "Warning\|^E11\|^W11" | tail -12
   pkill -f raylet; pkill -f gcs_server; sleep 1

@@ -67,3 +67,61 @@ def test_process_seconds_and_what_stands_behind_each_ratio(tmp_path):
     merged = CG.merge(parts)
     assert merged["gpu_states"]["queue"]["01_roofline_vector_add/a/add_bandwidth"] == state
     assert merged["medians_ms"]["queue"] == {"01_roofline_vector_add/a/add_bandwidth": [0.25, 0.26]}
+
+
+def test_modes_name_their_gpus_and_unknown_ones_are_refused():
+    assert CG.mode_spec("serial") == ("serial", None) and CG.mode_spec("ray_local") == ("ray", None)
+    assert CG.mode_spec("queue_1gpu") == ("queue", 1) and CG.mode_spec("ray_2gpu") == ("ray", 2)
+    for bad in ("queue_0gpu", "queue2gpu", "slurm_2gpu", "ray_gpu"):
+        try:
+            CG.mode_spec(bad)
+        except SystemExit as exc:
+            assert bad in str(exc)
+        else:
+            raise AssertionError(f"{bad} was accepted")
+
+
+def _part(mode, lesson, wall, students, scores, ratios, per_gpu=None, cores=32):
+    return {"lessons": [lesson], "per_lesson": students, "header": None, "scores": {mode: scores},
+            "ratios": {mode: ratios}, "modes": {mode: {
+                "wall_s": wall, "students": students, "problems": len(scores), "gpus": CG.mode_spec(mode)[1] or 1,
+                "jobs": 9, "per_student_s": wall / students, "gpu_util_mean": 10.0,
+                "machine": {"gpu": "H", "gpus": 2, "cores": cores}, **({"gpu_util_per_gpu": per_gpu} if per_gpu else {})}}}
+
+
+def test_a_second_gpu_is_set_against_one_gpu_of_the_same_machine(tmp_path):
+    L1, L2 = "01_roofline_vector_add", "02_tiled_matmul"
+    sc = {f"{L1}/s/p": 1.0, f"{L1}/s/q": 0.0}
+    parts = [_part("serial", L1, 50.0, 1, {f"{L1}/s/p": 1.0}, {f"{L1}/s/q": 1.0}, cores=16),
+             _part("queue_1gpu", L1, 100.0, 10, sc, {f"{L1}/s/q": 1.02}),
+             _part("queue_1gpu", L2, 100.0, 10, {}, {}),
+             # two GPUs: 1.8x the one-GPU queue's throughput, one ratio 5% off serial, GPU 1 busier
+             _part("queue_2gpu", L1, 60.0, 10, sc, {f"{L1}/s/q": 1.05}, {"0": 10.0, "1": 20.0}),
+             _part("queue_2gpu", L2, 51.1, 10, {}, {}, {"0": 30.0, "1": 30.0}),
+             _part("ray_2gpu", L1, 150.0, 20, {**sc, f"{L1}/s/q": 1.0}, {})]
+    res = CG.merge(parts)
+    assert res["modes"]["queue_2gpu"]["machine"]["cores"] == 32
+    assert res["modes"]["queue_2gpu"]["gpu_util_per_gpu"] == {"0": round((10 * 60 + 30 * 51.1) / 111.1, 1),
+                                                               "1": round((20 * 60 + 30 * 51.1) / 111.1, 1)}
+    text = CG.write(res, tmp_path)
+    two, ray = res["more_gpus"]["queue_2gpu"], res["more_gpus"]["ray_2gpu"]
+    assert two["throughput_vs_one_gpu"] == round(10.0 / 5.6, 2) and two["target"] == 1.7
+    assert two["vs_serial"] == {"scores": 1, "scores_differ": 0, "ratios": 1, "max_ratio_diff": 0.05}
+    assert two["vs_queue_1gpu"]["max_ratio_diff"] == round(0.03 / 1.02, 4)
+    assert ray["throughput_vs_one_gpu"] == round(10.0 / 7.5, 2) and ray["vs_queue_1gpu"]["scores_differ"] == 1
+    assert not res["scores_identical"] and res["pairs"]["queue_1gpu|ray_2gpu"]["scores_differ"] == 1
+    row = next(line for line in text.splitlines() if line.startswith("| queue_2gpu | 2 |"))
+    assert "1.79x" in row and "| yes |" in row and "5.0% of 1 (**no**)" in row and "2.9% of 1 (yes)" in row
+    assert "| **no** | 1/1 | - | 1/2 **differ** | - |" in text  # ray_2gpu: too slow, one score differs
+    assert "| queue_2gpu | 20 | 2 | 111.1 |" in text and "(" in text.split("| queue_2gpu | 20 |")[1].split("\n")[0]
+    # no one-GPU queue of the same machine: no section, rather than a comparison across machines
+    del res["modes"]["queue_1gpu"]
+    assert CG.more_gpus(res) == []
+
+
+def test_gpu_busy_is_kept_per_gpu():
+    from kernellab.grading.gpu_usage import GpuUsage
+    u = GpuUsage(gpus=[0, "1"])
+    assert u.gpus == ["0", "1"]
+    u.samples = {1: [10.0, 30.0], 0: [5.0]}
+    assert u.per_gpu() == {0: 5.0, 1: 20.0} and u.mean() == 15.0

@@ -64,8 +64,8 @@ def grade_class(course, lesson: str, jobs: int | None = None, force: bool = Fals
     ("local" starts one on this machine; ``ray_init``: extra ``ray.init`` arguments); ``only``: these problem
     ids. ``after_job(done_count, job)`` is called in this thread after each job (a test's hook).
     Returns a summary: mode, students, jobs, graded, reused, failed, failures, unreadable, seconds,
-    per_student_s, gpus, gpu_util_mean, regraded_alone, interrupted, results {student: {problem: (points, max,
-    message)}}. A KeyboardInterrupt (Ctrl-C, or raised by ``after_job``) stops the pool: running gradings are
+    per_student_s, gpus, gpu_util_mean, gpu_util_per_gpu, regraded_alone, interrupted, results {student:
+    {problem: (points, max, message)}}. A KeyboardInterrupt (Ctrl-C, or raised by ``after_job``) stops the pool: running gradings are
     killed, nothing more starts, and the summary says interrupted."""
     from ..ceilings import measure_ceilings
     from ..lessons import problems_of
@@ -83,7 +83,7 @@ def grade_class(course, lesson: str, jobs: int | None = None, force: bool = Fals
     t0 = time.monotonic()
     summary = {"lesson": lesson, "mode": "ray" if ray else "queue", "students": 0, "jobs": 0, "graded": 0,
                "reused": 0, "failed": 0, "failures": [], "unreadable": [], "interrupted": False, "results": {},
-               "gpus": 0, "gpu_util_mean": None, "regraded_alone": []}
+               "gpus": 0, "gpu_util_mean": None, "gpu_util_per_gpu": {}, "regraded_alone": []}
     untimed, timed = collections.deque(), collections.deque()
     for student, path in _submissions(course, lesson).items():
         summary["students"] += 1
@@ -143,7 +143,7 @@ def grade_class(course, lesson: str, jobs: int | None = None, force: bool = Fals
     done = 0
     running = {}
     pool = ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="kl-grade")
-    usage = GpuUsage()
+    usage = GpuUsage(gpus=slots.visible[:slots.n] if slots is not None and harness.DEVICE.on_gpu else None)
     try:
         with usage, harness.use_slots(slots) if slots is not None else contextlib.nullcontext():
             while queue or running:
@@ -188,18 +188,20 @@ def grade_class(course, lesson: str, jobs: int | None = None, force: bool = Fals
             bar.close()
     summary["seconds"] = round(time.monotonic() - t0, 1)
     summary["per_student_s"] = round(summary["seconds"] / max(1, summary["students"]), 2)
-    summary["gpu_util_mean"] = usage.mean()
+    summary["gpu_util_mean"], summary["gpu_util_per_gpu"] = usage.mean(), usage.per_gpu()
     return summary
 
 
 def describe(summary: dict) -> str:
     """The screen at the end: students and problems graded, reused and failed (and why), time per student, GPU use."""
-    util = summary.get("gpu_util_mean")
+    util, per_gpu = summary.get("gpu_util_mean"), summary.get("gpu_util_per_gpu") or {}
     lines = [f"{summary['lesson']}: {summary['students']} students, {summary['jobs']} problems: "
              f"{summary['graded']} graded, {summary['reused']} reused from the store, {summary['failed']} failed "
              f"({summary.get('backend') or str(summary.get('jobs_n', 0)) + ' jobs'}, {summary['seconds']:.1f} s, "
              f"{summary['per_student_s']:.1f} s per student"
-             + (f", GPU busy {util:.0f}% on average over {summary['gpus']} GPU(s)" if util is not None else "") + ")"]
+             + (f", GPU busy {util:.0f}% on average over {summary['gpus']} GPU(s)" if util is not None else "")
+             + (" (" + ", ".join(f"GPU {g}: {u:.0f}%" for g, u in per_gpu.items()) + ")" if len(per_gpu) > 1 else "")
+             + ")"]
     if summary["interrupted"]:
         lines.append("INTERRUPTED: what was graded is stored; run the same command again to resume.")
     if summary.get("regraded_alone"):

@@ -12,10 +12,13 @@ import threading
 
 class GpuUsage:
     """``with GpuUsage() as u: ...`` then ``u.mean()`` (percent over every sample of every GPU; None with no
-    GPU or no nvidia-smi) and ``u.samples`` (GPU index -> list of percents)."""
+    GPU or no nvidia-smi), ``u.per_gpu()`` and ``u.samples`` (GPU index -> list of percents). ``gpus``: only
+    these GPUs (nvidia-smi indices or UUIDs, as CUDA_VISIBLE_DEVICES names them), so a run given one GPU of two
+    is not averaged with the idle other."""
 
-    def __init__(self, interval_s: float = 1.0):
+    def __init__(self, interval_s: float = 1.0, gpus: list[str] | None = None):
         self.interval_ms = max(100, int(interval_s * 1000))
+        self.gpus = [str(g) for g in gpus] if gpus else None
         self.samples: dict[int, list[float]] = {}
         self._proc = None
         self._thread = None
@@ -27,7 +30,8 @@ class GpuUsage:
             return self
         try:
             self._proc = subprocess.Popen(
-                [exe, "--query-gpu=index,utilization.gpu", "--format=csv,noheader,nounits", f"-lms={self.interval_ms}"],
+                [exe, "--query-gpu=index,utilization.gpu", "--format=csv,noheader,nounits", f"-lms={self.interval_ms}",
+                 *(["-i", ",".join(self.gpus)] if self.gpus else [])],
                 stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
         except OSError:
             return self
@@ -56,6 +60,10 @@ class GpuUsage:
     def mean(self) -> float | None:
         values = [v for vals in self.samples.values() for v in vals]
         return round(sum(values) / len(values), 1) if values else None
+
+    def per_gpu(self) -> dict:
+        """GPU index -> its mean percent (did the jobs spread over every GPU?)."""
+        return {g: round(sum(v) / len(v), 1) for g, v in sorted(self.samples.items()) if v}
 
 
 # What a timing's GPU was doing, read before and after it (the judge's record): clocks, power, temperature and the
