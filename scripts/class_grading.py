@@ -120,6 +120,35 @@ def timing_overlaps(logs: pathlib.Path) -> tuple[int, int]:
     return len(timed), bad
 
 
+def _union(spans: list) -> float:
+    """Seconds covered by a set of (start, end) intervals (overlaps counted once)."""
+    total, reach = 0.0, float("-inf")
+    for a, b in sorted(spans):
+        if b > reach:
+            total += b - max(a, reach)
+            reach = b
+    return total
+
+
+def gpu_timeline(logs: pathlib.Path) -> dict:
+    """Per GPU (node/slot on Ray, slot in the queue), from every grading process's holds: span_s from its first
+    hold to its last, held_s covered by any hold, alone_s by a hold alone (a judge timing, a worker tuning). Where
+    alone_s is most of span_s the serial steps on the GPU bound the run and another GPU shortens it; where held_s
+    is well short of span_s, the GPU waited for the CPU side (starting, compiling) or for the queue's tail."""
+    holds = {}
+    for _, r in records(logs):
+        for pre in ("", "judge_", "baseline_"):
+            key = f"{r.get('node') + '/' if r.get('node') else ''}{r.get(f'{pre}gpu_slot')}"
+            for start, end, alone in r.get(f"{pre}holds") or []:
+                holds.setdefault(key, []).append((float(start), float(end), bool(alone)))
+    out = {}
+    for key, hs in sorted(holds.items()):
+        out[key] = {"span_s": round(max(e for _, e, _ in hs) - min(s for s, _, _ in hs), 1),
+                    "held_s": round(_union([(s, e) for s, e, _ in hs]), 1),
+                    "alone_s": round(_union([(s, e) for s, e, al in hs if al]), 1)}
+    return out
+
+
 def process_seconds(logs: pathlib.Path) -> dict:
     """Seconds the run's grading processes took, summed by kind (worker, judge, baseline judge), and how long they
     waited for their GPU (slot_wait_s), with how many workers asked for their GPU alone to autotune; on Ray also the
@@ -258,6 +287,7 @@ def run(modes: list[str], lessons: list[str], per_lesson: int, serial_per_lesson
             out["modes"][mode]["regraded_alone"] = regraded
             out["modes"][mode]["pinned_cores"] = pinned_cores(logs)
             out["modes"][mode]["process_s"] = process_seconds(logs)
+            out["modes"][mode]["gpu_timeline"] = gpu_timeline(logs)
         # Timed runs whose allocations failed until the allocator freed its cache (memory short beside others)
         out["modes"][mode]["alloc_retries"] = short_of_memory(logs)
         out["scores"][mode] = scores

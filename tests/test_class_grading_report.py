@@ -125,3 +125,15 @@ def test_gpu_busy_is_kept_per_gpu():
     assert u.gpus == ["0", "1"]
     u.samples = {1: [10.0, 30.0], 0: [5.0]}
     assert u.per_gpu() == {0: 5.0, 1: 20.0} and u.mean() == 15.0
+
+
+def test_gpu_timeline_counts_overlapping_holds_once(tmp_path):
+    _record(tmp_path, "a", "speed", gpu_slot=0, holds=[[0, 4, False]], judge_gpu_slot=0, judge_holds=[[5, 7, True]])
+    _record(tmp_path, "b", "untimed", gpu_slot=0, holds=[[2, 5, False], [9, 10, False]])
+    _record(tmp_path, "c", "untimed", gpu_slot=1, holds=[[1, 2, True]])
+    _record(tmp_path, "d", "untimed", node="n2", gpu_slot=0, holds=[[0, 1, False]])
+    got = CG.gpu_timeline(tmp_path)
+    # GPU 0: holds cover 0-7 and 9-10 of the 10 s from its first hold to its last, 2 s of them alone
+    assert got["0"] == {"span_s": 10.0, "held_s": 8.0, "alone_s": 2.0}
+    assert got["1"] == {"span_s": 1.0, "held_s": 1.0, "alone_s": 1.0} and got["n2/0"]["alone_s"] == 0.0
+    assert CG._union([(0, 1), (0.5, 2), (3, 4)]) == 3.0 and CG._union([]) == 0.0

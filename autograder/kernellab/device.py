@@ -53,10 +53,11 @@ def _detect() -> Device:
         props = torch.cuda.get_device_properties(0)
         try:
             import subprocess
-            driver = subprocess.run(
+            # one line per GPU (the same driver): the first
+            driver = (subprocess.run(
                 ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
                 capture_output=True, text=True, timeout=10,
-            ).stdout.strip() or None
+            ).stdout.split() or [None])[0]
         except Exception:
             driver = None
         return Device(True, props.name, (props.major, props.minor), props.multi_processor_count,
