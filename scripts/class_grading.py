@@ -153,9 +153,13 @@ def process_seconds(logs: pathlib.Path) -> dict:
     """Seconds the run's grading processes took, summed by kind (worker, judge, baseline judge), and how long they
     waited for their GPU (slot_wait_s), with how many workers asked for their GPU alone to autotune; on Ray also the
     seconds inside tasks (task_s) and how many tasks ran at once on average (tasks_at_once); where a run had several
-    GPUs, how many problems each graded (problems_per_gpu)."""
-    out, tasks, on_gpu = {"workers_alone": 0}, [], {}
+    GPUs, how many problems each graded (problems_per_gpu); and, in any mode, how many jobs had a grading process
+    holding its GPU at once on average (jobs_at_once: each job from its first hold to its last)."""
+    out, tasks, on_gpu, jobs = {"workers_alone": 0}, [], {}, []
     for _, r in records(logs):
+        spans = [h for pre in ("", "judge_", "baseline_") for h in r.get(f"{pre}holds") or []]
+        if spans:  # a job's first hold to its last: how many jobs had a process running, queue or Ray alike
+            jobs.append((min(float(h[0]) for h in spans), max(float(h[1]) for h in spans)))
         if r.get("gpu_slot") is not None:  # problems per GPU (did the jobs spread over every GPU?)
             on_gpu[str(r["gpu_slot"])] = on_gpu.get(str(r["gpu_slot"]), 0) + 1
         for pre, name in (("", "worker"), ("judge_", "judge"), ("baseline_", "baseline")):
@@ -165,6 +169,9 @@ def process_seconds(logs: pathlib.Path) -> dict:
         out["workers_alone"] += any(span[2] for span in r.get("holds") or [])
         if r.get("task_started") and r.get("task_ended"):
             tasks.append((float(r["task_started"]), float(r["task_ended"])))
+    if jobs:
+        out["jobs_at_once"] = round(sum(b - a for a, b in jobs)
+                                    / max(1e-9, max(b for _, b in jobs) - min(a for a, _ in jobs)), 2)
     if len(on_gpu) > 1:
         out["problems_per_gpu"] = dict(sorted(on_gpu.items()))
     if tasks:  # Ray: seconds inside tasks, and how many ran at once on average from the first start to the last end

@@ -51,7 +51,9 @@ def test_process_seconds_and_what_stands_behind_each_ratio(tmp_path):
             details={"value": 1.0, "cand_ms_median": 0.25, "base_ms_median": 0.26}, gpu_state=state)
     _record(tmp_path, "b", "add_correct", kind="correctness", wall_s=4.0,
             holds=[[0, 4, False]], details={"value": None})
-    assert CG.process_seconds(tmp_path) == {"workers_alone": 1, "worker_s": 7.0, "slot_wait_s": 1.5, "judge_s": 2.0}
+    # jobs_at_once: a held 0-2 and b 0-4, 6 s of jobs over the 4 s they spanned
+    assert CG.process_seconds(tmp_path) == {"workers_alone": 1, "worker_s": 7.0, "slot_wait_s": 1.5, "judge_s": 2.0,
+                                            "jobs_at_once": 1.5}
     _record(tmp_path, "c", "add_correct", kind="correctness", task_started=100.0, task_ended=104.0)  # Ray tasks
     _record(tmp_path, "d", "add_correct", kind="correctness", task_started=102.0, task_ended=110.0)
     got = CG.process_seconds(tmp_path)
