@@ -143,7 +143,10 @@ def grade_class(course, lesson: str, jobs: int | None = None, force: bool = Fals
     done = 0
     running = {}
     pool = ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="kl-grade")
-    usage = GpuUsage(gpus=slots.visible[:slots.n] if slots is not None and harness.DEVICE.on_gpu else None)
+    # Only the GPUs this run was given: a run on one GPU of two is not averaged with the idle other (Ray told of
+    # N GPUs hands its tasks the first N).
+    sampled = slots.visible[:slots.n] if slots is not None else [str(g) for g in range(gpus)] if gpus else None
+    usage = GpuUsage(gpus=sampled if harness.DEVICE.on_gpu else None)
     try:
         with usage, harness.use_slots(slots) if slots is not None else contextlib.nullcontext():
             while queue or running:
