@@ -465,6 +465,40 @@ def under_load(res: dict) -> list[str]:
             *md_table(["problem", "graded", "n", "ratio min", "median", "max", "spread"], rows)]
 
 
+def plot_by_lesson(res: dict, path: pathlib.Path) -> bool:
+    """Seconds per submission for each lesson, one bar per mode (serial off the scale is drawn to the top and
+    labelled); False where no part was graded one lesson at a time."""
+    by = res.get("by_lesson") or {}
+    modes = [m for m in res["modes"] if any(m in v for v in by.values())]
+    if not by or not modes:
+        return False
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    lessons = sorted(by)
+    fast = [v[m]["per_student_s"] for v in by.values() for m in modes if m in v and m != "serial"]
+    top = 1.6 * max(fast) if fast else None  # serial's bars would flatten the rest: clipped, with their value
+    fig, ax = plt.subplots(figsize=(9, 4.4))
+    width = 0.8 / len(modes)
+    for i, mode in enumerate(modes):
+        xs = [j + (i - (len(modes) - 1) / 2) * width for j, ls in enumerate(lessons) if mode in by[ls]]
+        ys = [by[ls][mode]["per_student_s"] for ls in lessons if mode in by[ls]]
+        bars = ax.bar(xs, [min(y, top) if top else y for y in ys], width, label=mode)
+        for bar, y in zip(bars, ys):
+            if top and y > top:
+                ax.text(bar.get_x() + bar.get_width() / 2, top, f"{y:.0f}", ha="center", va="bottom", fontsize=7)
+    ax.set_xticks(range(len(lessons)), lessons, fontsize=8)
+    if top:
+        ax.set_ylim(0, top * 1.08)
+    ax.set_ylabel("seconds per submission")
+    ax.set_title("Grading a class, per lesson (lower is better)")
+    ax.legend(fontsize=7, ncol=len(modes), loc="upper center", bbox_to_anchor=(0.5, -0.1), frameon=False)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return True
+
+
 def write(res: dict, out: pathlib.Path, notes: list[str] = ()) -> str:
     from kernellab.report import _header, md_table
     res.update(compare(res))
@@ -488,6 +522,9 @@ def write(res: dict, out: pathlib.Path, notes: list[str] = ()) -> str:
     lines += ["", f"- Scores identical across modes (every problem graded in two modes): **{res['scores_identical']}**",
               f"- Largest relative difference of a speed ratio between modes: **{res['max_speed_ratio_diff']:.1%}**"]
     lines += [f"  - {d}" for d in res["score_differences"][:20]]
+    out.mkdir(parents=True, exist_ok=True)
+    if plot_by_lesson(res, out / "class_grading.png"):
+        lines += ["", "![seconds per submission by lesson and mode](class_grading.png)"]
     if res.get("by_lesson"):
         lines += ["", "Per lesson (parts graded one lesson at a time):", ""]
         lines += md_table(["lesson", "mode", "submissions", "s per submission", "GPU busy %"], [

@@ -116,6 +116,7 @@ def test_a_second_gpu_is_set_against_one_gpu_of_the_same_machine(tmp_path):
     assert "1.79x" in row and "| yes |" in row and "5.0% of 1 (**no**)" in row and "2.9% of 1 (yes)" in row
     assert "| **no** | 1/1 | - | 1/2 **differ** | - |" in text  # ray_2gpu: too slow, one score differs
     assert "| queue_2gpu | 20 | 2 | 111.1 |" in text and "(" in text.split("| queue_2gpu | 20 |")[1].split("\n")[0]
+    assert (tmp_path / "class_grading.png").stat().st_size > 5000 and "(class_grading.png)" in text
     # no one-GPU queue of the same machine: no section, rather than a comparison across machines
     del res["modes"]["queue_1gpu"]
     assert CG.more_gpus(res) == []
