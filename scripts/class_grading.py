@@ -4,6 +4,7 @@ this machine. Writes ``class_grading.json`` and ``class_grading.md``.
 
     python scripts/class_grading.py --modes queue --lessons 01_roofline_vector_add,02_tiled_matmul --part a
     python scripts/class_grading.py --merge part_a.json part_b.json ... --out assets/gpu
+    python scripts/class_grading.py --timeline records/kl-class-XXXX/logs-queue_2gpu --out /tmp/t
 
 The class, per lesson (``--per-lesson``, default 10): copies of the solution, the honest controls of the cheat
 corpus (correct submissions written differently), known-wrong submissions, cheats from the corpus and the blank
@@ -135,18 +136,57 @@ def gpu_timeline(logs: pathlib.Path) -> dict:
     hold to its last, held_s covered by any hold, alone_s by a hold alone (a judge timing, a worker tuning). Where
     alone_s is most of span_s the serial steps on the GPU bound the run and another GPU shortens it; where held_s
     is well short of span_s, the GPU waited for the CPU side (starting, compiling) or for the queue's tail."""
+    out = {}
+    for key, hs in _holds_by_gpu(logs).items():
+        out[key] = {"span_s": round(max(e for _, e, _ in hs) - min(s for s, _, _ in hs), 1),
+                    "held_s": round(_union([(s, e) for s, e, _ in hs]), 1),
+                    "alone_s": round(_union([(s, e) for s, e, al in hs if al]), 1)}
+    return out
+
+
+def _holds_by_gpu(logs: pathlib.Path) -> dict:
+    """GPU (node/slot on Ray, slot in the queue) -> [(start, end, alone)] of every grading process's holds."""
     holds = {}
     for _, r in records(logs):
         for pre in ("", "judge_", "baseline_"):
             key = f"{r.get('node') + '/' if r.get('node') else ''}{r.get(f'{pre}gpu_slot')}"
             for start, end, alone in r.get(f"{pre}holds") or []:
                 holds.setdefault(key, []).append((float(start), float(end), bool(alone)))
-    out = {}
-    for key, hs in sorted(holds.items()):
-        out[key] = {"span_s": round(max(e for _, e, _ in hs) - min(s for s, _, _ in hs), 1),
-                    "held_s": round(_union([(s, e) for s, e, _ in hs]), 1),
-                    "alone_s": round(_union([(s, e) for s, e, al in hs if al]), 1)}
-    return out
+    return dict(sorted(holds.items()))
+
+
+def plot_timeline(logs: pathlib.Path, path: pathlib.Path) -> bool:
+    """One lane per GPU over the run: how many grading processes shared it (a step line) and when one held it
+    alone (red spans) - where the run's tail is, and whether a GPU sat idle while another timed. False with no
+    holds in the records."""
+    holds = _holds_by_gpu(logs)
+    if not holds:
+        return False
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import matplotlib.ticker
+    t0 = min(s for hs in holds.values() for s, _, _ in hs)
+    fig, axes = plt.subplots(len(holds), 1, figsize=(10, 1.2 + 1.6 * len(holds)), sharex=True, squeeze=False)
+    for ax, (gpu, hs) in zip(axes[:, 0], holds.items()):
+        events = sorted([(s - t0, 1) for s, _, al in hs if not al] + [(e - t0, -1) for _, e, al in hs if not al])
+        xs, ys, n = [0.0], [0], 0
+        for t, d in events:
+            n += d
+            xs.append(t)
+            ys.append(n)
+        ax.step(xs, ys, where="post", lw=0.9, label="processes sharing the GPU")
+        for s, e, al in hs:
+            if al:
+                ax.axvspan(s - t0, e - t0, color="tab:red", alpha=0.35, lw=0)
+        ax.set_ylabel(f"GPU {gpu}", fontsize=8)
+        ax.yaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
+    axes[0, 0].set_title("GPU holds over the run (red: one process alone, timing or tuning)", fontsize=9)
+    axes[-1, 0].set_xlabel("seconds from the first hold")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return True
 
 
 def process_seconds(logs: pathlib.Path) -> dict:
@@ -564,8 +604,18 @@ def main() -> int:
     ap.add_argument("--header-file", default=None, help="merge: the report's header lines, in place of the first "
                                                           "part's (parts from several runs: say each run's date)")
     ap.add_argument("--note", action="append", default=[], help="merge: a note line for the report")
+    ap.add_argument("--timeline", default=None, help="a mode's records (logs-MODE, from the device's records.tgz): "
+                                                      "draw its GPU holds over time into --out/timeline_MODE.png")
     a = ap.parse_args()
     out = pathlib.Path(a.out)
+    if a.timeline:
+        logs = pathlib.Path(a.timeline)
+        path = out / f"timeline_{logs.name.removeprefix('logs-')}.png"
+        out.mkdir(parents=True, exist_ok=True)
+        if not plot_timeline(logs, path):
+            raise SystemExit(f"no grading records with GPU holds under {logs}")
+        print(path, json.dumps(gpu_timeline(logs)))
+        return 0
     if a.merge:
         res = merge([json.loads(pathlib.Path(p).read_text()) for p in a.merge])
         if a.header_file:

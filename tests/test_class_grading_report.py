@@ -140,3 +140,7 @@ def test_gpu_timeline_counts_overlapping_holds_once(tmp_path):
     assert got["0"] == {"span_s": 10.0, "held_s": 8.0, "alone_s": 2.0}
     assert got["1"] == {"span_s": 1.0, "held_s": 1.0, "alone_s": 1.0} and got["n2/0"]["alone_s"] == 0.0
     assert CG._union([(0, 1), (0.5, 2), (3, 4)]) == 3.0 and CG._union([]) == 0.0
+    out = tmp_path / "plots"
+    out.mkdir()
+    assert CG.plot_timeline(tmp_path, out / "t.png") and (out / "t.png").stat().st_size > 5000
+    assert not CG.plot_timeline(out, out / "none.png") and not (out / "none.png").exists()  # no records: no picture
