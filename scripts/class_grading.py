@@ -107,18 +107,28 @@ def _medians(logs: pathlib.Path, lesson: str) -> tuple[dict, dict]:
     return medians, states
 
 
-def timing_overlaps(logs: pathlib.Path) -> tuple[int, int]:
-    """(timed holds, other holds of a grading process on the same GPU while one timed), from a run's records: every
-    grading process's holds on its GPU (slots: [start, end, alone]) are in its problem's record, the worker's,
-    the judge's and a baseline's, with the GPU's slot and, on Ray, the node."""
-    spans = []  # (node, GPU, start, end, alone)
+def _holds_by_gpu(logs: pathlib.Path) -> dict:
+    """GPU (node/slot on Ray, slot in the queue) -> [(start, end, alone)] of every grading process's holds: each
+    process's holds on its GPU (slots: [start, end, alone]) are in its problem's record, the worker's, the judge's
+    and a baseline's, with the GPU's slot and, on Ray, the node."""
+    holds = {}
     for _, r in records(logs):
         for pre in ("", "judge_", "baseline_"):
+            key = f"{r.get('node') + '/' if r.get('node') else ''}{r.get(f'{pre}gpu_slot')}"
             for start, end, alone in r.get(f"{pre}holds") or []:
-                spans.append((r.get("node"), str(r.get(f"{pre}gpu_slot")), start, end, alone))
-    timed = [s for s in spans if s[4]]
-    bad = sum(1 for t in timed for o in spans if o is not t and o[:2] == t[:2] and o[2] < t[3] and o[3] > t[2])
-    return len(timed), bad
+                holds.setdefault(key, []).append((float(start), float(end), bool(alone)))
+    return dict(sorted(holds.items()))
+
+
+def timing_overlaps(logs: pathlib.Path) -> tuple[int, int]:
+    """(timed holds, other holds of a grading process on the same GPU while one timed), from a run's records."""
+    timed = bad = 0
+    for hs in _holds_by_gpu(logs).values():
+        for i, (s, e, alone) in enumerate(hs):
+            if alone:
+                timed += 1
+                bad += sum(1 for j, (s2, e2, _) in enumerate(hs) if j != i and s2 < e and e2 > s)
+    return timed, bad
 
 
 def _union(spans: list) -> float:
@@ -129,6 +139,11 @@ def _union(spans: list) -> float:
             total += b - max(a, reach)
             reach = b
     return total
+
+
+def _at_once(spans: list) -> float:
+    """How many of ``spans`` ((start, end)) ran at once on average, from the first start to the last end."""
+    return round(sum(b - a for a, b in spans) / max(1e-9, max(b for _, b in spans) - min(a for a, _ in spans)), 2)
 
 
 def gpu_timeline(logs: pathlib.Path) -> dict:
@@ -142,17 +157,6 @@ def gpu_timeline(logs: pathlib.Path) -> dict:
                     "held_s": round(_union([(s, e) for s, e, _ in hs]), 1),
                     "alone_s": round(_union([(s, e) for s, e, al in hs if al]), 1)}
     return out
-
-
-def _holds_by_gpu(logs: pathlib.Path) -> dict:
-    """GPU (node/slot on Ray, slot in the queue) -> [(start, end, alone)] of every grading process's holds."""
-    holds = {}
-    for _, r in records(logs):
-        for pre in ("", "judge_", "baseline_"):
-            key = f"{r.get('node') + '/' if r.get('node') else ''}{r.get(f'{pre}gpu_slot')}"
-            for start, end, alone in r.get(f"{pre}holds") or []:
-                holds.setdefault(key, []).append((float(start), float(end), bool(alone)))
-    return dict(sorted(holds.items()))
 
 
 def plot_timeline(logs: pathlib.Path, path: pathlib.Path) -> bool:
@@ -210,15 +214,22 @@ def process_seconds(logs: pathlib.Path) -> dict:
         if r.get("task_started") and r.get("task_ended"):
             tasks.append((float(r["task_started"]), float(r["task_ended"])))
     if jobs:
-        out["jobs_at_once"] = round(sum(b - a for a, b in jobs)
-                                    / max(1e-9, max(b for _, b in jobs) - min(a for a, _ in jobs)), 2)
+        out["jobs_at_once"] = _at_once(jobs)
     if len(on_gpu) > 1:
         out["problems_per_gpu"] = dict(sorted(on_gpu.items()))
-    if tasks:  # Ray: seconds inside tasks, and how many ran at once on average from the first start to the last end
-        busy = sum(b - a for a, b in tasks)
-        out["task_s"] = round(busy, 1)
-        out["tasks_at_once"] = round(busy / max(1e-9, max(b for _, b in tasks) - min(a for a, _ in tasks)), 2)
+    if tasks:  # Ray: seconds inside tasks, and how many ran at once
+        out["task_s"] = round(sum(b - a for a, b in tasks), 1)
+        out["tasks_at_once"] = _at_once(tasks)
     return out
+
+
+def weighted_busy(busy: list, per_gpu: dict) -> tuple:
+    """(mean, {GPU: mean}) of GPU busy %, each reading weighted by the seconds it covers: ``busy`` [(percent,
+    seconds)] and ``per_gpu`` {GPU: [(percent, seconds)]}, from a mode's lessons or a merge's parts."""
+    def mean(pairs):
+        t = sum(s for _, s in pairs)
+        return round(sum(u * s for u, s in pairs) / t, 1) if t else None
+    return mean(busy), {g: v for g, pairs in per_gpu.items() if (v := mean(pairs)) is not None}
 
 
 def speed_spread(values: list[float]) -> dict:
@@ -267,7 +278,7 @@ def run(modes: list[str], lessons: list[str], per_lesson: int, serial_per_lesson
                         "scores": {pid: r["scores"] for pid, r in res.items()}}
         if after_mode is not None:
             after_mode(out)
-    on_machine = classqueue.gpu_count() if harness.DEVICE.on_gpu else 0
+    on_machine = machine()["gpus"]
     for mode in modes:
         backend, n_gpus = mode_spec(mode)
         if n_gpus and harness.DEVICE.on_gpu and n_gpus > on_machine:
@@ -276,7 +287,7 @@ def run(modes: list[str], lessons: list[str], per_lesson: int, serial_per_lesson
         logs = work / f"logs-{mode}"
         scores, students, problems, regraded = {}, 0, 0, []
         busy, gpus = [], 0  # (GPU busy %, seconds) of each class run: grade_class samples the GPU itself
-        per_gpu = {}  # GPU -> [busy % x seconds, seconds]
+        per_gpu = {}  # GPU -> [(busy %, seconds)] of each class run
         t0 = time.monotonic()
         ray_started = False
         # Serial grading has no sampler of its own; a class run's is in its summary.
@@ -285,9 +296,8 @@ def run(modes: list[str], lessons: list[str], per_lesson: int, serial_per_lesson
                 import ray
 
                 from kernellab.grading.cluster import connect
-                # N GPUs of the machine: Ray is told of only those (it hands each task one of them)
-                ray_started = connect("local", mode_jobs,
-                                      {"num_gpus": n_gpus} if n_gpus and harness.DEVICE.on_gpu else None)
+                # one cluster for the mode's lessons, told of the mode's GPUs as grade_class would tell it
+                ray_started = connect("local", mode_jobs, classqueue.ray_local_init(n_gpus))
             for lesson, subs in classes.items():
                 if mode == "serial":
                     for student in list(subs)[:serial_per_lesson]:
@@ -315,8 +325,7 @@ def run(modes: list[str], lessons: list[str], per_lesson: int, serial_per_lesson
                 if summary["gpu_util_mean"] is not None:
                     busy.append((summary["gpu_util_mean"], summary["seconds"]))
                 for g, u in (summary.get("gpu_util_per_gpu") or {}).items():
-                    acc = per_gpu.setdefault(str(g), [0.0, 0.0])
-                    acc[0], acc[1] = acc[0] + u * summary["seconds"], acc[1] + summary["seconds"]
+                    per_gpu.setdefault(str(g), []).append((u, summary["seconds"]))
                 scores |= {f"{lesson}/{s}/{gid}": r[0] for s, res in summary["results"].items() for gid, r in res.items()}
             if ray_started:
                 ray.shutdown()
@@ -324,11 +333,11 @@ def run(modes: list[str], lessons: list[str], per_lesson: int, serial_per_lesson
         if mode == "serial":
             util, gpus = usage.mean(), classqueue.gpu_count() if harness.DEVICE.on_gpu else 0
         else:
-            util = round(sum(u * t for u, t in busy) / sum(t for _, t in busy), 1) if busy else None
+            util, per_gpu = weighted_busy(busy, per_gpu)
         out["modes"][mode] = {"wall_s": round(wall, 1), "students": students, "problems": problems, "gpus": gpus,
                               "gpu_util_mean": util, "per_student_s": round(wall / max(1, students), 1),
                               "jobs": mode_jobs, "machine": machine(),
-                              "gpu_util_per_gpu": {g: round(a / t, 1) for g, (a, t) in per_gpu.items() if t}}
+                              "gpu_util_per_gpu": per_gpu}
         if mode != "serial":
             out["modes"][mode]["timed_holds"], out["modes"][mode]["holds_beside_timing"] = timing_overlaps(logs)
             out["modes"][mode]["regraded_alone"] = regraded
@@ -387,13 +396,12 @@ def merge(parts: list[dict]) -> dict:
     for p in parts:
         for mode, m in p["modes"].items():
             acc = out["modes"].setdefault(mode, {"wall_s": 0.0, "students": 0, "problems": 0, "gpus": m["gpus"],
-                                                 "_busy": 0.0, "_busy_s": 0.0, "_per_gpu": {},
+                                                 "_busy": [], "_per_gpu": {},
                                                  "jobs": 1 if mode == "serial" else m["jobs"]})
             if m.get("machine"):
                 acc["machine"] = m["machine"]
             for g, u in (m.get("gpu_util_per_gpu") or {}).items():
-                w = acc["_per_gpu"].setdefault(g, [0.0, 0.0])
-                w[0], w[1] = w[0] + u * m["wall_s"], w[1] + m["wall_s"]
+                acc["_per_gpu"].setdefault(g, []).append((u, m["wall_s"]))
             acc["wall_s"] += m["wall_s"]
             if len(p["lessons"]) == 1:  # one lesson in this part: its own row
                 out["by_lesson"].setdefault(p["lessons"][0], {})[mode] = {
@@ -404,19 +412,16 @@ def merge(parts: list[dict]) -> dict:
                 if k in m:
                     acc[k] = acc.get(k, 0) + m[k]
             if m["gpu_util_mean"] is not None:
-                acc["_busy"] += m["gpu_util_mean"] * m["wall_s"]
-                acc["_busy_s"] += m["wall_s"]
+                acc["_busy"].append((m["gpu_util_mean"], m["wall_s"]))
             out["scores"].setdefault(mode, {}).update(p["scores"][mode])
             out["ratios"].setdefault(mode, {}).update(p["ratios"][mode])
             for field in ("medians_ms", "gpu_states"):  # what stands behind each ratio, where a part has it
                 if (p.get(field) or {}).get(mode):
                     out.setdefault(field, {}).setdefault(mode, {}).update(p[field][mode])
     for m in out["modes"].values():
-        busy, busy_s = m.pop("_busy"), m.pop("_busy_s")
-        per_gpu = m.pop("_per_gpu")
+        m["gpu_util_mean"], per_gpu = weighted_busy(m.pop("_busy"), m.pop("_per_gpu"))
         if per_gpu:
-            m["gpu_util_per_gpu"] = {g: round(a / t, 1) for g, (a, t) in per_gpu.items() if t}
-        m["gpu_util_mean"] = round(busy / busy_s, 1) if busy_s else None
+            m["gpu_util_per_gpu"] = per_gpu
         m["per_student_s"] = round(m["wall_s"] / max(1, m["students"]), 1)
         m["wall_s"] = round(m["wall_s"], 1)
     return out
@@ -462,7 +467,7 @@ def more_gpus(res: dict) -> list[str]:
     for mode in many:
         n = mode_spec(mode)[1]
         gain = res["modes"][one]["per_student_s"] / max(1e-9, res["modes"][mode]["per_student_s"])
-        target = 1.7 if n == 2 else 0.85 * n
+        target = round(0.85 * n, 2)  # 85 % of linear: the issue's 1.7x for two GPUs
         entry = {"gpus": n, "throughput_vs_one_gpu": round(gain, 2), "target": target}
         cells = [mode, n, res["modes"][mode]["per_student_s"], f"{gain:.2f}x", f"{target}x", met(gain, target)]
         for other in ("serial", one):

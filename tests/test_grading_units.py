@@ -157,3 +157,11 @@ def test_gpu_state_reads_nvidia_smi_and_falls_back_to_the_older_field_name(tmp_p
     assert gpu_state("0") == {"sm_mhz": None, "mem_mhz": 2619.0, "power_w": 412.3, "temp_c": 61.0}
     monkeypatch.setenv("PATH", str(tmp_path / "none"))
     assert gpu_state() == {}
+
+
+def test_a_local_ray_cluster_is_told_of_the_gpus_it_was_given():
+    from kernellab.grading.classqueue import ray_local_init
+    assert ray_local_init(1, None, on_machine=2) == {"num_gpus": 1}
+    assert ray_local_init(4, {"num_cpus": 8}, on_machine=2) == {"num_gpus": 2, "num_cpus": 8}  # no more than it has
+    assert ray_local_init(None, {"num_cpus": 8}, on_machine=2) == {"num_cpus": 8}  # every GPU: Ray counts them
+    assert ray_local_init(2, None, on_machine=0) is None  # a CPU: no GPUs to tell of

@@ -51,6 +51,18 @@ def default_jobs(gpus: int | None = None) -> int:
     return max(1, min(cores - 2, per_gpu * gpus))
 
 
+def ray_local_init(gpus: int | None, init: dict | None = None, on_machine: int | None = None) -> dict | None:
+    """``ray.init`` arguments for a local Ray cluster given ``gpus`` of this machine's GPUs (``on_machine``: how
+    many it has, default counted; 0 on a CPU): Ray is told of only those, and hands its tasks GPUs 0..gpus-1.
+    ``init`` unchanged where every GPU is meant or there is none."""
+    if on_machine is None:
+        from ..device import DEVICE
+        on_machine = gpu_count() if DEVICE.on_gpu else 0
+    if not gpus or not on_machine:
+        return init
+    return {"num_gpus": min(gpus, on_machine), **(init or {})}
+
+
 def _submissions(course: pathlib.Path, lesson: str) -> dict:
     root = pathlib.Path(course) / "submitted"
     return {p.parent.parent.name: p for p in sorted(root.glob(f"*/{lesson}/{lesson}.ipynb"))}
@@ -60,7 +72,8 @@ def grade_class(course, lesson: str, jobs: int | None = None, force: bool = Fals
                 store: Store | None = None, after_job=None, logs_dir=None, gpus: int | None = None,
                 ray: str | None = None, ray_init: dict | None = None, only=None) -> dict:
     """Grade every submission of ``lesson`` in ``course`` (the nbgrader course folder, ``autograder/``) into
-    the store. ``gpus``: how many of this machine's GPUs (default all); ``ray``: grade on a Ray cluster instead
+    the store. ``gpus``: how many of this machine's GPUs (default all; a local Ray cluster is told of only those);
+    ``ray``: grade on a Ray cluster instead
     ("local" starts one on this machine; ``ray_init``: extra ``ray.init`` arguments); ``only``: these problem
     ids. ``after_job(done_count, job)`` is called in this thread after each job (a test's hook).
     Returns a summary: mode, students, jobs, graded, reused, failed, failures, unreadable, seconds,
@@ -108,8 +121,9 @@ def grade_class(course, lesson: str, jobs: int | None = None, force: bool = Fals
     cluster = slots = None
     if ray:
         from .cluster import RayGrader
-        if ray == "local" and not jobs:
-            jobs = default_jobs()
+        if ray == "local":
+            ray_init = ray_local_init(gpus, ray_init)
+            jobs = jobs or default_jobs((ray_init or {}).get("num_gpus"))
         cluster = RayGrader(ray, jobs, ray_init)
         jobs, summary["gpus"], summary["backend"] = cluster.jobs, cluster.gpus, cluster.describe()
     else:
@@ -143,9 +157,12 @@ def grade_class(course, lesson: str, jobs: int | None = None, force: bool = Fals
     done = 0
     running = {}
     pool = ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="kl-grade")
-    # Only the GPUs this run was given: a run on one GPU of two is not averaged with the idle other (Ray told of
-    # N GPUs hands its tasks the first N).
-    sampled = slots.visible[:slots.n] if slots is not None else [str(g) for g in range(gpus)] if gpus else None
+    # Only the GPUs this run was given, so a run on one GPU of two is not averaged with the idle other: the queue's,
+    # or a local Ray cluster's (its tasks have GPUs 0..N-1); another machine's cluster: this machine's, as before.
+    if slots is not None:
+        sampled = slots.visible[:slots.n]
+    else:
+        sampled = [str(g) for g in range(cluster.gpus)] if ray == "local" and cluster.gpus else None
     usage = GpuUsage(gpus=sampled if harness.DEVICE.on_gpu else None)
     try:
         with usage, harness.use_slots(slots) if slots is not None else contextlib.nullcontext():
