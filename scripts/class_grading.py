@@ -197,8 +197,9 @@ def process_seconds(logs: pathlib.Path) -> dict:
     """Seconds the run's grading processes took, summed by kind (worker, judge, baseline judge), and how long they
     waited for their GPU (slot_wait_s), with how many workers asked for their GPU alone to autotune; on Ray also the
     seconds inside tasks (task_s) and how many tasks ran at once on average (tasks_at_once); where a run had several
-    GPUs, how many problems each graded (problems_per_gpu); and, in any mode, how many jobs had a grading process
-    holding its GPU at once on average (jobs_at_once: each job from its first hold to its last)."""
+    GPUs, how many problems each graded (problems_per_gpu); in any mode, how many jobs had a grading process
+    holding its GPU at once on average (jobs_at_once: each job from its first hold to its last); and the jobs'
+    seconds from start to end (job_s), of which the grading process's own work outside its processes (grader_s)."""
     out, tasks, on_gpu, jobs = {"workers_alone": 0}, [], {}, []
     for _, r in records(logs):
         spans = [h for pre in ("", "judge_", "baseline_") for h in r.get(f"{pre}holds") or []]
@@ -206,10 +207,17 @@ def process_seconds(logs: pathlib.Path) -> dict:
             jobs.append((min(float(h[0]) for h in spans), max(float(h[1]) for h in spans)))
         if r.get("gpu_slot") is not None:  # problems per GPU (did the jobs spread over every GPU?)
             on_gpu[str(r["gpu_slot"])] = on_gpu.get(str(r["gpu_slot"]), 0) + 1
+        in_processes = 0.0  # the job's processes' walls and the waits for their GPU
         for pre, name in (("", "worker"), ("judge_", "judge"), ("baseline_", "baseline")):
             if f"{pre}wall_s" in r:
-                out[f"{name}_s"] = round(out.get(f"{name}_s", 0.0) + float(r[f"{pre}wall_s"]), 1)
-                out["slot_wait_s"] = round(out.get("slot_wait_s", 0.0) + float(r.get(f"{pre}slot_wait_s") or 0), 1)
+                wall, wait = float(r[f"{pre}wall_s"]), float(r.get(f"{pre}slot_wait_s") or 0)
+                out[f"{name}_s"] = round(out.get(f"{name}_s", 0.0) + wall, 1)
+                out["slot_wait_s"] = round(out.get("slot_wait_s", 0.0) + wait, 1)
+                in_processes += wall + wait
+        if r.get("job_span"):  # the rest of the job: the grading process's own work (cases, references, judging)
+            job = float(r["job_span"][1]) - float(r["job_span"][0])
+            out["job_s"] = round(out.get("job_s", 0.0) + job, 1)
+            out["grader_s"] = round(out.get("grader_s", 0.0) + max(0.0, job - in_processes), 1)
         out["workers_alone"] += any(span[2] for span in r.get("holds") or [])
         if r.get("task_started") and r.get("task_ended"):
             tasks.append((float(r["task_started"]), float(r["task_ended"])))
@@ -286,7 +294,7 @@ def run(modes: list[str], lessons: list[str], per_lesson: int, serial_per_lesson
         mode_jobs = jobs or (classqueue.default_jobs(n_gpus) if backend != "serial" else 1)
         logs = work / f"logs-{mode}"
         scores, students, problems, regraded = {}, 0, 0, []
-        busy, gpus = [], 0  # (GPU busy %, seconds) of each class run: grade_class samples the GPU itself
+        busy, gpus, grader_cpu = [], 0, 0.0  # (GPU busy %, seconds) of each class run: grade_class samples the GPU
         per_gpu = {}  # GPU -> [(busy %, seconds)] of each class run
         t0 = time.monotonic()
         ray_started = False
@@ -322,6 +330,7 @@ def run(modes: list[str], lessons: list[str], per_lesson: int, serial_per_lesson
                 problems += summary["jobs"]
                 regraded += [f"{lesson}/{k}" for k in summary.get("regraded_alone", [])]
                 gpus = summary["gpus"]
+                grader_cpu += summary.get("grader_cpu_s") or 0.0
                 if summary["gpu_util_mean"] is not None:
                     busy.append((summary["gpu_util_mean"], summary["seconds"]))
                 for g, u in (summary.get("gpu_util_per_gpu") or {}).items():
@@ -342,7 +351,7 @@ def run(modes: list[str], lessons: list[str], per_lesson: int, serial_per_lesson
             out["modes"][mode]["timed_holds"], out["modes"][mode]["holds_beside_timing"] = timing_overlaps(logs)
             out["modes"][mode]["regraded_alone"] = regraded
             out["modes"][mode]["pinned_cores"] = pinned_cores(logs)
-            out["modes"][mode]["process_s"] = process_seconds(logs)
+            out["modes"][mode]["process_s"] = process_seconds(logs) | {"grader_cpu_s": round(grader_cpu, 1)}
             out["modes"][mode]["gpu_timeline"] = gpu_timeline(logs)
         # Timed runs whose allocations failed until the allocator freed its cache (memory short beside others)
         out["modes"][mode]["alloc_retries"] = short_of_memory(logs)

@@ -328,6 +328,21 @@ def test_gpu_slots_time_alone_and_share_otherwise():
     assert max(own[0] for _, alone, own, _ in seen if not alone) > 1  # untimed work side by side
 
 
+def test_speed_problems_spread_over_the_gpus_by_their_own_count():
+    """A speed problem goes to the GPU with the fewest speed problems in progress (each GPU does their alone work
+    one after another), the others to the GPU with the fewest jobs."""
+    slots = GpuSlots(2)
+    with contextlib.ExitStack() as held:
+        place = lambda timed=False: held.enter_context(slots.place(timed=timed))  # noqa: E731
+        assert [place(), place(), place()] == [0, 1, 0]  # untimed: fewest jobs (ties: the first GPU)
+        assert place(timed=True) == 1  # no timed job anywhere: the fewer jobs
+        assert place(timed=True) == 0  # GPU 1 has a timed job, GPU 0 none, though GPU 0 has more jobs (3 to 2)
+        assert place(timed=True) == 1  # one each: the fewer jobs (GPU 1: 2 to 3)
+        assert place() == 0  # 3 jobs each: the first
+        assert place(timed=True) == 0  # two timed jobs on GPU 1, one on GPU 0
+    assert slots._jobs == [0, 0] and slots._timed_jobs == [0, 0]  # every job gave its place back
+
+
 def test_stop_while_waiting_for_a_gpu_raises():
     slots = GpuSlots(1)
     stop = threading.Event()
@@ -558,6 +573,51 @@ def test_a_timed_judge_runs_on_its_gpus_own_cores(tmp_path, monkeypatch):
     everywhere = sorted(os.sched_getaffinity(0))
     assert why is None and info["cores"] == {}
     assert (job / "cores.txt").read_text() == f"{everywhere} {everywhere}"
+
+
+_STAND_IN_WORKER = """
+import os, pathlib, sys
+import torch
+job = pathlib.Path(sys.argv[1])
+(job / "threads.txt").write_text(f"{torch.get_num_threads()} {os.environ.get('OMP_NUM_THREADS')}")
+(job / "phase").write_text("done")
+"""
+
+
+@pytest.mark.parametrize("forked", [True, False])
+def test_a_queues_grading_processes_use_their_share_of_the_cores(tmp_path, monkeypatch, forked):
+    """Each grading process of a queue runs torch's CPU work on at most its share of the untimed cores (one
+    thread when jobs outnumber them), whether it is forked from the warm process or started fresh; without a
+    queue nothing is capped. Uncapped, a class's processes together ran many threads per core (lesson 03 on two
+    H100s: 30 % longer in its processes)."""
+    from kernellab.grading import zygote
+    from kernellab.grading.classqueue import process_threads
+    assert process_threads(18, 2, set(range(32))) == 1  # 28 untimed cores, 18 jobs
+    assert process_threads(2, 1, set(range(16))) == 7  # 14 untimed cores, 2 jobs
+    assert process_threads(4, 1, {0, 1}) == 1  # too few cores to keep any: all shared, still one at least
+    assert GpuSlots(1).thread_env() == {}
+    pkg = tmp_path / "standin"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "worker.py").write_text(_STAND_IN_WORKER)
+    monkeypatch.setenv("PYTHONPATH", f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    if not forked:
+        monkeypatch.setattr(zygote, "spawn", lambda *a, **k: None)
+    job = tmp_path / "job"
+    job.mkdir()
+    try:
+        with harness.use_slots(GpuSlots(1, threads=1)):
+            why, _ = harness._run_child(job, False, None, module="standin.worker", result="threads.txt")
+        assert why is None, why
+        assert (job / "threads.txt").read_text() == "1 1"
+        (job / "threads.txt").unlink()
+        why, _ = harness._run_child(job, False, None, module="standin.worker", result="threads.txt")  # no queue
+        assert why is None, why
+        n, omp = (job / "threads.txt").read_text().split()
+        assert omp == "None" and (int(n) > 1 or len(os.sched_getaffinity(0)) < 2)
+    finally:
+        zygote.stop_all()
 
 
 def test_a_nodes_ceilings_are_measured_once_with_its_gpu_alone(tmp_path, monkeypatch):

@@ -8,7 +8,7 @@ processes, so threads are enough here), placed on one of the machine's GPUs (``-
 N jobs run at once; every process a job starts holds its GPU (grading/slots.py): workers and untimed judges
 share it, a process that times has it alone, so a speed problem's worker (compiling, autotuning, recording)
 runs beside other work and only its judge's timing waits for a quiet GPU. Speed problems are queued after
-the others. Each result is stored as soon as it is graded; a result already stored is reused (unless
+the others. Each process may run as many CPU threads as its share of the cores (``process_threads``). Each result is stored as soon as it is graded; a result already stored is reused (unless
 ``force``), so a run stopped by Ctrl-C resumes where it stopped. With ``ray`` (an address, or "local") the
 same jobs run as Ray tasks instead (grading/cluster.py).
 """
@@ -49,6 +49,13 @@ def default_jobs(gpus: int | None = None) -> int:
     gpus = gpus or gpu_count()
     per_gpu = max(1, min(12, int(torch.cuda.get_device_properties(0).total_memory / 2**30) // GIB_PER_JOB))
     return max(1, min(cores - 2, per_gpu * gpus))
+
+
+def process_threads(jobs: int, gpus: int, cores=None) -> int:
+    """CPU threads each of a queue's grading processes may use: the untimed cores (grading/cores.py) shared
+    out over the jobs that run at once, at least one. Timing needs no more: it launches kernels from one thread."""
+    from .cores import untimed_cores
+    return max(1, len(untimed_cores(gpus, cores)) // max(1, jobs))
 
 
 def ray_local_init(gpus: int | None, init: dict | None = None, on_machine: int | None = None) -> dict | None:
@@ -129,7 +136,7 @@ def grade_class(course, lesson: str, jobs: int | None = None, force: bool = Fals
     else:
         n_gpus = min(gpu_count(), gpus) if gpus else gpu_count()
         jobs = max(1, int(jobs or default_jobs(n_gpus)))
-        slots = GpuSlots(n_gpus)
+        slots = GpuSlots(n_gpus, threads=process_threads(jobs, n_gpus))
         summary["gpus"] = n_gpus if harness.DEVICE.on_gpu else 0
     summary["jobs_n"] = jobs
 
@@ -154,6 +161,7 @@ def grade_class(course, lesson: str, jobs: int | None = None, force: bool = Fals
         where = cluster.describe() if cluster else f"{jobs} jobs, {summary['gpus'] or 'no'} GPU"
         bar = tqdm(total=summary["jobs"], desc=f"grading {lesson} ({where})", file=sys.stdout, unit="problem")
     harness.resume()
+    cpu0 = _own_cpu_s()
     done = 0
     running = {}
     pool = ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="kl-grade")
@@ -209,7 +217,16 @@ def grade_class(course, lesson: str, jobs: int | None = None, force: bool = Fals
     summary["seconds"] = round(time.monotonic() - t0, 1)
     summary["per_student_s"] = round(summary["seconds"] / max(1, summary["students"]), 2)
     summary["gpu_util_mean"], summary["gpu_util_per_gpu"] = usage.mean(), usage.per_gpu()
+    # CPU seconds of this process (its job threads: cases, references, judging; not the grading processes): near
+    # the run's seconds, one core's worth, it is what the jobs wait on (Python runs one thread at a time).
+    summary["grader_cpu_s"] = round(_own_cpu_s() - cpu0, 1)
     return summary
+
+
+def _own_cpu_s() -> float:
+    import resource
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
 
 
 def describe(summary: dict) -> str:

@@ -109,7 +109,7 @@ def _run_child(jobdir: pathlib.Path, interpreted: bool = False,
     cores = {"start": slots.cores(alone), "timed": timed} if timed else None
     with slots.process(alone, _STOP) as held:
         why, info = _start_child(jobdir, interpreted, limit_s, module, result,
-                                 slots.env() if DEVICE.on_gpu and not interpreted else {},
+                                 {**(slots.env() if DEVICE.on_gpu and not interpreted else {}), **slots.thread_env()},
                                  held.go_alone if handoff else None, cores)
     info.update({"gpu_slot": slots.gpu(), "slot_wait_s": round(held.waited, 2),
                  "alone": any(span[2] for span in held.spans),  # from its start, or once it asked
@@ -466,10 +466,14 @@ def grade_stored(p, nb, lesson: str, student: str, secret: bytes, ceil, facts: d
         message = f"Grading this problem failed: it is not in the result store and {STORE_ONLY_ENV}=1."
     else:
         seed = problem_seed(secret, student, lesson, p.id)
+        started = time.time()
         try:
             outcome, record = (grade or grade_problem)(p, nb, seed, ceil, facts, lesson)
         except Exception as exc:  # noqa: BLE001 - a harness failure costs this problem, not the notebook
             outcome, record = Outcome(p.id, 0.0, f"Grading this problem failed: {type(exc).__name__}: {exc}"), {}
+        # The job from start to end, this process's own work (cases, references, judging) included: what its
+        # processes' walls and waits leave over is the grading process's share (scripts/class_grading.py).
+        record["job_span"] = [round(started, 3), round(time.time(), 3)]
         fraction, message = outcome.fraction, outcome.message
         record.update({"fraction": fraction, "why": message, "details": _jsonable(outcome.details),
                        "environment": env_info, "finished": _now()})

@@ -2,7 +2,8 @@
 alone.
 
 A grading job (one problem of one submission) is placed on one GPU for its whole life (``place``: the GPU with
-the fewest jobs). Each process it starts holds that GPU while it runs (``hold``): a worker, or a judge that
+the fewest jobs; a speed problem, the GPU with the fewest speed problems, as their alone work decides when a GPU is
+done). Each process it starts holds that GPU while it runs (``hold``): a worker, or a judge that
 replays for correctness, shares it; a judge that times, a speed problem's worker while it autotunes (each asks
 when it is ready: ``ask_for_gpu_alone``) and a worker that times a whole program (lesson 06) hold it alone. A timed process that is waiting lets no new untimed one start on its GPU, so timing is never starved;
 it starts once the untimed processes already running there have ended. GPUs do not wait for each other: a
@@ -12,7 +13,8 @@ A job whose process ran out of GPU memory beside others (another submission's hu
 timed runs had to retry allocations for want of memory, is graded once more with its GPU alone (``grader``,
 ``whole_gpu``, ``once_more_alone``), so memory taken by others never costs it points.
 
-CPU cores are kept the same way (grading/cores.py): where the machine has cores to spare, two per GPU are its timed
+Each process's CPU threads are capped at its share of the cores (``thread_env``). CPU cores are kept the same
+way (grading/cores.py): where the machine has cores to spare, two per GPU are its timed
 process's, and every untimed grading process runs on the others, so a host-bound timed step (Python launching
 kernels) never waits for a core that compiling or autotuning took.
 
@@ -35,10 +37,12 @@ from .cores import timing_cores, untimed_cores
 
 
 class GpuSlots:
-    def __init__(self, gpus: int = 1, visible: list[str] | None = None):
+    def __init__(self, gpus: int = 1, visible: list[str] | None = None, threads: int | None = None):
         """``gpus``: how many GPUs (or, on a CPU, how many independent slots); ``visible``: each one's
-        CUDA_VISIBLE_DEVICES value (default: this process's own list, or 0..gpus-1)."""
+        CUDA_VISIBLE_DEVICES value (default: this process's own list, or 0..gpus-1); ``threads``: CPU threads
+        each grading process may use for its own work (``thread_env``; None: as many as it likes)."""
         self.n = max(1, int(gpus))
+        self.threads = max(1, int(threads)) if threads else None
         if visible is None:
             own = [v for v in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if v.strip()]
             visible = own[:self.n] if len(own) >= self.n else [str(i) for i in range(self.n)]
@@ -48,16 +52,20 @@ class GpuSlots:
         self._alone = [False] * self.n  # a timed process running on each GPU
         self._waiting = [0] * self.n  # timed processes waiting for each GPU
         self._jobs = [0] * self.n  # jobs placed on each GPU
+        self._timed_jobs = [0] * self.n  # of which speed problems (their timing and tuning need the GPU alone)
         self._placed = [0] * self.n  # jobs ever placed on each GPU (did another start beside mine?)
         self._local = threading.local()
         self.timed_runs = 0  # how many timed processes ran (a test's count)
 
     @contextlib.contextmanager
-    def place(self):
-        """Place the calling thread's job on the GPU with the fewest jobs, for the block's duration."""
+    def place(self, timed: bool = False):
+        """Place the calling thread's job on the GPU with the fewest jobs, for the block's duration; a ``timed``
+        job (a speed problem) on the GPU with the fewest timed jobs first: each GPU does its timed jobs' alone
+        work one after another, so where they pile up decides when a class's last, timed, jobs end."""
         with self._cv:
-            gpu = min(range(self.n), key=lambda g: self._jobs[g])
+            gpu = min(range(self.n), key=lambda g: (self._timed_jobs[g], self._jobs[g]) if timed else self._jobs[g])
             self._jobs[gpu] += 1
+            self._timed_jobs[gpu] += timed
             self._placed[gpu] += 1
         self._local.gpu = gpu
         try:
@@ -66,6 +74,7 @@ class GpuSlots:
             self._local.gpu = None
             with self._cv:
                 self._jobs[gpu] -= 1
+                self._timed_jobs[gpu] -= timed
 
     def gpu(self) -> int:
         g = getattr(self._local, "gpu", None)
@@ -74,6 +83,15 @@ class GpuSlots:
     def env(self) -> dict:
         """Environment for a process of the calling thread's job: its GPU, alone visible."""
         return {"CUDA_VISIBLE_DEVICES": self.visible[self.gpu()]}
+
+    def thread_env(self) -> dict:
+        """Environment that caps a grading process's CPU threads (torch's OpenMP pool, MKL) at ``threads``. Each
+        would otherwise start one thread per core for its CPU work (inputs, copies), and a class's processes at
+        once then run many times more threads than there are cores: on two H100s with 32 cores, lesson 03's
+        18 jobs took 30 % longer in their processes than with one thread each (assets/gpu/class_grading.md)."""
+        if not self.threads:
+            return {}
+        return {"OMP_NUM_THREADS": str(self.threads), "MKL_NUM_THREADS": str(self.threads)}
 
     def cores(self, alone: bool) -> set:
         """CPU cores for a process of the calling thread's job: its GPU's timing cores when it times, else the
@@ -122,7 +140,7 @@ class GpuSlots:
         its GPU (grade_again_alone) is graded once more with every process holding the GPU alone; its record says
         so (``regraded_alone``)."""
         def hook(*args):
-            with self.place() as g:
+            with self.place(timed=getattr(args[0], "kind", None) == "speed") as g:
                 with self._cv:
                     placed, beside = self._placed[g], self._jobs[g] > 1
                 first = grade(*args)
@@ -219,6 +237,9 @@ class NodeGpuLock:
 
     def env(self) -> dict:
         return {}  # Ray has set this process's CUDA_VISIBLE_DEVICES; its children inherit it
+
+    def thread_env(self) -> dict:
+        return {}  # Ray sets OMP_NUM_THREADS to a task's CPUs (1 for a shared grading task); children inherit it
 
     def cores(self, alone: bool) -> set:
         return timing_cores(self.index, self.gpus) if alone else untimed_cores(self.gpus)
