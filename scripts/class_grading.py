@@ -42,15 +42,25 @@ LESSONS = ["01_roofline_vector_add", "02_tiled_matmul", "03_fused_softmax_layern
 
 
 def mode_spec(mode: str) -> tuple[str, int | None]:
-    """(backend, GPUs) of a mode: serial, queue or ray, on every GPU (None) or on N of them."""
+    """(backend, GPUs) of a mode: serial, queue or ray, on every GPU (None) or on N of them. ``serial_1gpu`` is
+    serial grading (one GPU in any case) named for a machine whose other modes are ``_<N>gpu`` ones, so that
+    they are set against serial grading of their own machine (``serial_for``)."""
     if mode in ("serial", "queue"):
         return mode, None
     if mode == "ray_local":
         return "ray", None
-    m = re.fullmatch(r"(queue|ray)_([1-9][0-9]*)gpu", mode)
+    m = re.fullmatch(r"(queue|ray)_([1-9][0-9]*)gpu|(serial)_(1)gpu", mode)
     if not m:
-        raise SystemExit(f"unknown mode {mode!r}: serial, queue, ray_local, queue_<N>gpu or ray_<N>gpu")
-    return m[1], int(m[2])
+        raise SystemExit(f"unknown mode {mode!r}: serial, queue, ray_local, queue_<N>gpu, ray_<N>gpu or serial_1gpu")
+    return (m[1], int(m[2])) if m[1] else (m[3], 1)
+
+
+def serial_for(res: dict, mode: str) -> str | None:
+    """The serial grading a mode is set against: ``serial_1gpu`` for a ``_<N>gpu`` mode where the report has it
+    (the same machine), else ``serial``; None where the report has neither."""
+    if mode.endswith("gpu") and "serial_1gpu" in res["modes"]:
+        return "serial_1gpu"
+    return "serial" if "serial" in res["modes"] else None
 
 
 def build_class(lesson: str, n: int) -> dict:
@@ -219,6 +229,10 @@ def process_seconds(logs: pathlib.Path) -> dict:
             out["job_s"] = round(out.get("job_s", 0.0) + job, 1)
             out["grader_s"] = round(out.get("grader_s", 0.0) + max(0.0, job - in_processes), 1)
         out["workers_alone"] += any(span[2] for span in r.get("holds") or [])
+        for pre, name in (("", "worker"), ("judge_", "judge")):  # what a process did once it had its GPU alone
+            for phase, secs in alone_phases(r.get(f"{pre}phases") or []).items():
+                by = out.setdefault("alone_phase_s", {}).setdefault(name, {})
+                by[phase] = round(by.get(phase, 0.0) + secs, 1)
         if r.get("task_started") and r.get("task_ended"):
             tasks.append((float(r["task_started"]), float(r["task_ended"])))
     if jobs:
@@ -228,6 +242,19 @@ def process_seconds(logs: pathlib.Path) -> dict:
     if tasks:  # Ray: seconds inside tasks, and how many ran at once
         out["task_s"] = round(sum(b - a for a, b in tasks), 1)
         out["tasks_at_once"] = _at_once(tasks)
+    return out
+
+
+def alone_phases(phases: list) -> dict:
+    """Seconds per phase a grading process spent once it had its GPU alone: its record's ``phases`` ([phase,
+    time], ending with "end") from "alone-go" on. A tuning worker's are "compile" (tuning) and "run" (recording
+    its call), a judge's what it times in; "alone-go" is the moment until it heard. Empty if it never asked."""
+    marks = [p[0] for p in phases]
+    if "alone-go" not in marks:
+        return {}
+    after, out = phases[marks.index("alone-go"):], {}
+    for (phase, t0), (_, t1) in zip(after, after[1:]):
+        out[phase] = out.get(phase, 0.0) + float(t1) - float(t0)
     return out
 
 
@@ -298,8 +325,9 @@ def run(modes: list[str], lessons: list[str], per_lesson: int, serial_per_lesson
         per_gpu = {}  # GPU -> [(busy %, seconds)] of each class run
         t0 = time.monotonic()
         ray_started = False
-        # Serial grading has no sampler of its own; a class run's is in its summary.
-        with GpuUsage() if mode == "serial" else contextlib.nullcontext() as usage:
+        # Serial grading has one GPU, the first this process sees: sampled alone, not averaged with idle others.
+        first = (os.environ.get("CUDA_VISIBLE_DEVICES", "") or "0").split(",")[0].strip() or "0"
+        with GpuUsage(gpus=[first]) if backend == "serial" else contextlib.nullcontext() as usage:
             if backend == "ray":
                 import ray
 
@@ -307,7 +335,7 @@ def run(modes: list[str], lessons: list[str], per_lesson: int, serial_per_lesson
                 # one cluster for the mode's lessons, told of the mode's GPUs as grade_class would tell it
                 ray_started = connect("local", mode_jobs, classqueue.ray_local_init(n_gpus))
             for lesson, subs in classes.items():
-                if mode == "serial":
+                if backend == "serial":
                     for student in list(subs)[:serial_per_lesson]:
                         nb = S.read(course / "submitted" / student / lesson / f"{lesson}.ipynb")
                         res = harness.grade_notebook(nb, lesson, student, secret, logs_dir=logs, progress=False)
@@ -339,15 +367,15 @@ def run(modes: list[str], lessons: list[str], per_lesson: int, serial_per_lesson
             if ray_started:
                 ray.shutdown()
         wall = time.monotonic() - t0
-        if mode == "serial":
-            util, gpus = usage.mean(), classqueue.gpu_count() if harness.DEVICE.on_gpu else 0
+        if backend == "serial":
+            util, gpus = usage.mean(), 1 if harness.DEVICE.on_gpu else 0  # one GPU, however many the machine has
         else:
             util, per_gpu = weighted_busy(busy, per_gpu)
         out["modes"][mode] = {"wall_s": round(wall, 1), "students": students, "problems": problems, "gpus": gpus,
                               "gpu_util_mean": util, "per_student_s": round(wall / max(1, students), 1),
                               "jobs": mode_jobs, "machine": machine(),
                               "gpu_util_per_gpu": per_gpu}
-        if mode != "serial":
+        if backend != "serial":
             out["modes"][mode]["timed_holds"], out["modes"][mode]["holds_beside_timing"] = timing_overlaps(logs)
             out["modes"][mode]["regraded_alone"] = regraded
             out["modes"][mode]["pinned_cores"] = pinned_cores(logs)
@@ -406,7 +434,7 @@ def merge(parts: list[dict]) -> dict:
         for mode, m in p["modes"].items():
             acc = out["modes"].setdefault(mode, {"wall_s": 0.0, "students": 0, "problems": 0, "gpus": m["gpus"],
                                                  "_busy": [], "_per_gpu": {},
-                                                 "jobs": 1 if mode == "serial" else m["jobs"]})
+                                                 "jobs": 1 if mode_spec(mode)[0] == "serial" else m["jobs"]})
             if m.get("machine"):
                 acc["machine"] = m["machine"]
             for g, u in (m.get("gpu_util_per_gpu") or {}).items():
@@ -479,17 +507,19 @@ def more_gpus(res: dict) -> list[str]:
         target = round(0.85 * n, 2)  # 85 % of linear: the issue's 1.7x for two GPUs
         entry = {"gpus": n, "throughput_vs_one_gpu": round(gain, 2), "target": target}
         cells = [mode, n, res["modes"][mode]["per_student_s"], f"{gain:.2f}x", f"{target}x", met(gain, target)]
-        for other in ("serial", one):
-            p = against(mode, other)
-            entry[f"vs_{other}"] = p
+        base = serial_for(res, mode)
+        for key, other in (("vs_serial", base), (f"vs_{one}", one)):
+            p = against(mode, other) if other else None
+            entry[key] = p
             cells += ["-", "-"] if not p else [
                 f"{p['scores'] - p['scores_differ']}/{p['scores']}" + (" **differ**" if p["scores_differ"] else ""),
                 f"{p['max_ratio_diff']:.1%} of {p['ratios']} ({met(0.03, p['max_ratio_diff'])})" if p["ratios"] else "-"]
         res["more_gpus"][mode] = entry
         rows.append(cells)
+    bases = sorted({b for m in many if (b := serial_for(res, m))})
     return ["", f"GPUs added: each mode against `{one}` (the local queue on one GPU of the same machine, "
             f"{res['modes'][one]['per_student_s']} s per submission); scores and speed ratios against serial grading "
-            f"and against `{one}` (problems both graded):", "",
+            f"({', '.join(f'`{b}`' for b in bases) or 'none'}) and against `{one}` (problems both graded):", "",
             *md_table(["mode", "GPUs", "s per submission", "throughput vs one GPU", "target", "met",
                        "scores same as serial", "ratio diff vs serial (3%)", f"scores same as {one}",
                        f"ratio diff vs {one} (3%)"], rows)]
@@ -530,7 +560,7 @@ def plot_by_lesson(res: dict, path: pathlib.Path) -> bool:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     lessons = sorted(by)
-    fast = [v[m]["per_student_s"] for v in by.values() for m in modes if m in v and m != "serial"]
+    fast = [v[m]["per_student_s"] for v in by.values() for m in modes if m in v and mode_spec(m)[0] != "serial"]
     top = 1.6 * max(fast) if fast else None  # serial's bars would flatten the rest: clipped, with their value
     fig, ax = plt.subplots(figsize=(9, 4.4))
     width = 0.8 / len(modes)
@@ -556,7 +586,7 @@ def plot_by_lesson(res: dict, path: pathlib.Path) -> bool:
 def write(res: dict, out: pathlib.Path, notes: list[str] = ()) -> str:
     from kernellab.report import _header, md_table
     res.update(compare(res))
-    serial = res["modes"].get("serial", {}).get("per_student_s")
+    serial = res["modes"].get("serial", {}).get("per_student_s")  # the one-GPU machine's, for the closing line
     lines = ["# Grading a class: serial, the local queue, Ray", ""] + (res.get("header") or _header()) + ["",
              f"A synthetic class over {', '.join(res['lessons'])}: {res['per_lesson']} submissions per lesson "
              "(copies of the solution, honest variants, known-wrong submissions, cheats from the corpus, the blank "
@@ -565,14 +595,16 @@ def write(res: dict, out: pathlib.Path, notes: list[str] = ()) -> str:
                        for ls, n in (res.get("load_copies") or {}).items()) + ".", ""]
     rows = []
     for mode, m in res["modes"].items():
-        share = f"{m['per_student_s'] / serial:.0%}" if serial and mode != "serial" else ""
+        base = serial_for(res, mode)  # serial grading of the mode's own machine
+        base_s = res["modes"][base]["per_student_s"] if base and mode_spec(mode)[0] != "serial" else None
+        share = f"{m['per_student_s'] / base_s:.0%}" if base_s else ""
         busy = m["gpu_util_mean"] if m["gpu_util_mean"] is not None else "-"
         if len(m.get("gpu_util_per_gpu") or {}) > 1:  # each GPU's own, after the mean
             busy = f"{busy} ({' / '.join(str(u) for u in m['gpu_util_per_gpu'].values())})"
         rows.append([mode, m["students"], m["problems"], m["wall_s"], m["per_student_s"], share, busy, m["gpus"],
                      (m.get("machine") or {}).get("cores", "-"), m["jobs"]])
-    lines += md_table(["mode", "submissions", "problems", "wall s", "s per submission", "of serial", "GPU busy %",
-                       "GPUs", "cores", "jobs"], rows)
+    lines += md_table(["mode", "submissions", "problems", "wall s", "s per submission", "of serial (its machine's)",
+                       "GPU busy %", "GPUs", "cores", "jobs"], rows)
     lines += ["", f"- Scores identical across modes (every problem graded in two modes): **{res['scores_identical']}**",
               f"- Largest relative difference of a speed ratio between modes: **{res['max_speed_ratio_diff']:.1%}**"]
     lines += [f"  - {d}" for d in res["score_differences"][:20]]

@@ -54,6 +54,17 @@ def test_process_seconds_and_what_stands_behind_each_ratio(tmp_path):
     # jobs_at_once: a held 0-2 and b 0-4, 6 s of jobs over the 4 s they spanned
     assert CG.process_seconds(tmp_path) == {"workers_alone": 1, "worker_s": 7.0, "slot_wait_s": 1.5, "judge_s": 2.0,
                                             "jobs_at_once": 1.5}
+    # a job's span beyond its processes' walls and waits is the grading process's own work (7.5 s less 6.5)
+    _record(tmp_path, "e", "fused_speed", kind="speed", wall_s=3.0, slot_wait_s=1.0, judge_wall_s=2.0,
+            judge_slot_wait_s=0.5, job_span=[10.0, 17.5],
+            phases=[["start", 10.0], ["compile", 10.5], ["alone", 11.0], ["alone-go", 11.4], ["compile", 11.5],
+                    ["run", 12.9], ["done", 13.8], ["end", 14.0]],
+            judge_phases=[["start", 15.0], ["alone", 15.5], ["alone-go", 15.5], ["run", 15.6], ["end", 16.6]])
+    got = CG.process_seconds(tmp_path)
+    assert got["job_s"] == 7.5 and got["grader_s"] == 1.0
+    assert got["alone_phase_s"] == {"worker": {"alone-go": 0.1, "compile": 1.4, "run": 0.9, "done": 0.2},
+                                    "judge": {"alone-go": 0.1, "run": 1.0}}
+    assert CG.alone_phases([["start", 0.0], ["run", 1.0], ["end", 2.0]]) == {}  # never asked for its GPU alone
     _record(tmp_path, "c", "add_correct", kind="correctness", task_started=100.0, task_ended=104.0)  # Ray tasks
     _record(tmp_path, "d", "add_correct", kind="correctness", task_started=102.0, task_ended=110.0)
     got = CG.process_seconds(tmp_path)
@@ -74,7 +85,8 @@ def test_process_seconds_and_what_stands_behind_each_ratio(tmp_path):
 def test_modes_name_their_gpus_and_unknown_ones_are_refused():
     assert CG.mode_spec("serial") == ("serial", None) and CG.mode_spec("ray_local") == ("ray", None)
     assert CG.mode_spec("queue_1gpu") == ("queue", 1) and CG.mode_spec("ray_2gpu") == ("ray", 2)
-    for bad in ("queue_0gpu", "queue2gpu", "slurm_2gpu", "ray_gpu"):
+    assert CG.mode_spec("serial_1gpu") == ("serial", 1)  # serial grading on a machine of N-GPU modes
+    for bad in ("queue_0gpu", "queue2gpu", "slurm_2gpu", "ray_gpu", "serial_2gpu"):
         try:
             CG.mode_spec(bad)
         except SystemExit as exc:
@@ -117,6 +129,17 @@ def test_a_second_gpu_is_set_against_one_gpu_of_the_same_machine(tmp_path):
     assert "| **no** | 1/1 | - | 1/2 **differ** | - |" in text  # ray_2gpu: too slow, one score differs
     assert "| queue_2gpu | 20 | 2 | 111.1 |" in text and "(" in text.split("| queue_2gpu | 20 |")[1].split("\n")[0]
     assert (tmp_path / "class_grading.png").stat().st_size > 5000 and "(class_grading.png)" in text
+    # Serial grading on the two-GPU machine too (serial_1gpu): its modes are set against it, not the other machine's
+    parts.append(_part("serial_1gpu", L1, 40.0, 1, {f"{L1}/s/p": 1.0}, {f"{L1}/s/q": 1.04}))
+    res = CG.merge(parts)
+    text = CG.write(res, tmp_path)
+    assert CG.serial_for(res, "queue_2gpu") == "serial_1gpu" and CG.serial_for(res, "queue") == "serial"
+    vs_serial = res["more_gpus"]["queue_2gpu"]["vs_serial"]["max_ratio_diff"]
+    assert vs_serial in (round(0.01 / 1.04, 4), round(0.01 / 1.05, 4))  # 1.05 against 1.04, not serial's 1.0
+    assert "against serial grading (`serial_1gpu`)" in text
+    row = next(line for line in text.splitlines() if line.startswith("| queue_2gpu | 20 |"))
+    assert f"| {111.1 / 20 / 40:.0%} |" in row  # of its own machine's serial time per submission
+    assert res["modes"]["serial_1gpu"]["jobs"] == 1
     # no one-GPU queue of the same machine: no section, rather than a comparison across machines
     del res["modes"]["queue_1gpu"]
     assert CG.more_gpus(res) == []

@@ -565,6 +565,9 @@ def test_a_timed_judge_runs_on_its_gpus_own_cores(tmp_path, monkeypatch):
     assert (job / "cores.txt").read_text() == f"{sorted(untimed)} {sorted(timed)}"
     assert info["cores"] == {"start": sorted(untimed), "timed": sorted(timed)}
     assert [h[2] for h in info["holds"]] == [False, True]  # shared until it asked to time, then alone
+    marks = [p[0] for p in info["phases"]]  # the phases as the parent saw them, the GPU alone given in between
+    assert marks[0] == "start" and marks[-1] == "end" and marks.index("alone") < marks.index("alone-go")
+    assert [t for _, t in info["phases"]] == sorted(t for _, t in info["phases"])
     # A machine with no cores to spare keeps none: the judge runs anywhere, and its record says nothing was pinned.
     monkeypatch.setattr(cores_mod, "SPARE_CORES", 10 ** 6)
     (job / "go").unlink()

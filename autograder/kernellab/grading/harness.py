@@ -147,13 +147,15 @@ def _start_child(jobdir, interpreted, limit_s, module, result, extra_env: dict,
         def go_alone_on_its_cores():  # its GPU alone, then its cores: both before it is told to go
             gpu_alone()
             move("timed")
+        phases = []  # [phase, wall-clock time it began]: where a process's time (and its GPU alone) went
         try:
-            why, phase = _watch(proc, jobdir, budgets, go_alone_on_its_cores if go_alone is not None else None)
+            why, phase = _watch(proc, jobdir, budgets, go_alone_on_its_cores if go_alone is not None else None,
+                                phases)
         finally:  # interrupted here (Ctrl-C): the child goes too
             if proc.poll() is None:
                 zygote.kill_group(proc)
     info = {"exit_code": proc.returncode, "last_phase": phase, "wall_s": time.monotonic() - t0,
-            "cores": pinned}
+            "cores": pinned, "phases": phases + [["end", round(time.time(), 3)]]}
     # Only a clean exit after the trusted code wrote its result counts: a result file left by a process
     # that then died (or was made to exit) is not read.
     if why is None and (proc.returncode != 0 or not (jobdir / result).exists()):
@@ -166,11 +168,15 @@ def _start_child(jobdir, interpreted, limit_s, module, result, extra_env: dict,
     return why, info
 
 
-def _watch(proc, jobdir: pathlib.Path, budgets: dict, go_alone=None) -> tuple[str | None, str]:
+def _watch(proc, jobdir: pathlib.Path, budgets: dict, go_alone=None,
+           seen: list | None = None) -> tuple[str | None, str]:
     """Wait for the child, following the phase it reports; kill it when a phase overruns its budget. A judge
     about to time reports "alone": ``go_alone()`` gets it its GPU alone (waiting as long as that takes, which
-    no budget counts), then it is told to go."""
+    no budget counts), then it is told to go. ``seen`` gets [phase, wall-clock time] as each phase is seen (the
+    hand-off's "go" as phase "alone-go": the GPU had)."""
     phase, since = "start", time.monotonic()
+    seen = [] if seen is None else seen
+    seen.append([phase, round(time.time(), 3)])
     while proc.poll() is None:
         time.sleep(0.05)
         if _STOP.is_set():
@@ -182,11 +188,13 @@ def _watch(proc, jobdir: pathlib.Path, budgets: dict, go_alone=None) -> tuple[st
             now_phase = phase
         if now_phase != phase:
             phase, since = now_phase, time.monotonic()
+            seen.append([phase, round(time.time(), 3)])
             if phase == "alone":
                 if go_alone is not None:
                     go_alone()
                 (jobdir / "go").write_text("go")
                 since = time.monotonic()
+                seen.append(["alone-go", round(time.time(), 3)])
         if time.monotonic() - since > budgets.get(phase, RUN_BUDGET):
             what = {"compile": "compiling (and autotuning) your kernel",
                     "run": "the graded run"}.get(phase, "loading your code")
