@@ -1,6 +1,8 @@
 """Honest controls: correct submissions written differently from the solution (other blocks, autotuned, a
 grid-stride loop, split-K with atomics, online softmax, other attention tiles, a kernel that warns) keep every
 correctness point. On a GPU, ``kernellab corpus`` also times the speed controls."""
+import os
+
 import pytest
 
 from kernellab.grading import corpus as C
@@ -8,7 +10,9 @@ from kernellab.grading import corpus as C
 
 @pytest.fixture(scope="module")
 def controls():
-    return {r["name"]: r for r in C.run([e for e in C.CONTROLS if not e.gpu], progress=False)}
+    # two at a time where the machine has the cores (CI's two): on a CPU nothing is timed
+    jobs = min(2, os.cpu_count() or 1)
+    return {r["name"]: r for r in C.run([e for e in C.CONTROLS if not e.gpu], progress=False, jobs=jobs)}
 
 
 @pytest.mark.parametrize("entry", [e for e in C.CONTROLS if not e.gpu], ids=lambda e: e.name)

@@ -883,22 +883,39 @@ def verdict(r: dict, e: Entry) -> tuple[bool, str]:
     return ok, want
 
 
-def run(entries=None, progress: bool = True, seed: int = 20261122) -> list[dict]:
+def run(entries=None, progress: bool = True, seed: int = 20261122, jobs: int = 1) -> list[dict]:
+    """Grade each entry (every one, or ``entries``), in order. ``jobs`` > 1 grades that many at once where no GPU
+    times them (on a CPU nothing is timed, so they need no GPU alone): each in its own processes, as a class queue
+    runs them (threads capped at their share of the cores). On a GPU entries are graded one at a time."""
+    from concurrent.futures import ThreadPoolExecutor
+
     from ..ceilings import measure_ceilings
     from ..learner import facts as device_facts
+    from .classqueue import process_threads
+    from .slots import GpuSlots
     todo = [e for e in (entries if entries is not None else ENTRIES) if DEVICE.on_gpu or not e.gpu]
     ceil, facts = measure_ceilings(quiet=True), device_facts()
+    jobs = 1 if DEVICE.on_gpu else max(1, min(int(jobs), len(todo) or 1))
     bar = None
     if progress:
         from tqdm.auto import tqdm
-        bar = tqdm(todo, desc="corpus", file=sys.stdout)
-    out = []
-    for e in (bar if bar is not None else todo):
+        bar = tqdm(total=len(todo), desc="corpus", file=sys.stdout)
+
+    def one(e):
         r = grade_entry(e, seed, ceil, facts)
         r["ok"], r["wanted"] = verdict(r, e)
-        out.append(r)
         if bar is not None:  # one line per entry, so a run cut short still says what it found
             bar.write(f"{'ok ' if r['ok'] else 'NOT'} {e.name}: {r['score']:g}/{r['points']:g} {r['why'][:150]}")
+            bar.update(1)
+        return r
+    if jobs == 1:
+        out = [one(e) for e in todo]
+    else:
+        with harness.use_slots(GpuSlots(1, threads=process_threads(jobs, 1))), \
+                ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="kl-corpus") as pool:
+            out = list(pool.map(one, todo))
+    if bar is not None:
+        bar.close()
     return out
 
 
