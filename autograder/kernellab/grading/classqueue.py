@@ -8,8 +8,9 @@ processes, so threads are enough here), placed on one of the machine's GPUs (``-
 N jobs run at once; every process a job starts holds its GPU (grading/slots.py): workers and untimed judges
 share it, a process that times has it alone, so a speed problem's worker (compiling, autotuning, recording)
 runs beside other work and only its judge's timing waits for a quiet GPU. Speed problems are queued after
-the others. Each process may run as many CPU threads as its share of the cores (``process_threads``). Each result is stored as soon as it is graded; a result already stored is reused (unless
-``force``), so a run stopped by Ctrl-C resumes where it stopped. With ``ray`` (an address, or "local") the
+the others. Each process may run as many CPU threads as its share of the cores (``process_threads``). Each
+result is stored as soon as it is graded; a result already stored is reused (unless ``force``), so a run
+stopped by Ctrl-C resumes where it stopped. With ``ray`` (an address, or "local") the
 same jobs run as Ray tasks instead (grading/cluster.py).
 """
 from __future__ import annotations
