@@ -169,6 +169,24 @@ def gpu_timeline(logs: pathlib.Path) -> dict:
     return out
 
 
+def busy_by_hold(logs: pathlib.Path, series: dict, gpu_of_slot: dict | None = None) -> dict:
+    """Mean GPU busy % of the samples (``series``: sampled GPU -> [[time, percent]], GpuUsage.series) taken while
+    the GPU was held alone (a tuning or a timing), held only shared, or not held, with how many samples each:
+    whether the serial steps keep the GPU busy. ``gpu_of_slot``: the queue's slot -> sampled GPU (Ray's records name
+    the GPU; a node's prefix is dropped, for a local cluster's one node)."""
+    spans = {}
+    for key, hs in _holds_by_gpu(logs).items():
+        slot = key.rsplit("/", 1)[-1]
+        spans[str((gpu_of_slot or {}).get(slot, slot))] = hs
+    acc = {"alone": [], "shared": [], "not_held": []}
+    for gpu, samples in series.items():
+        hs = spans.get(str(gpu), [])
+        for t, pct in samples:
+            here = [al for s, e, al in hs if s <= t < e]
+            acc["alone" if any(here) else "shared" if here else "not_held"].append(float(pct))
+    return {k: {"busy_pct": round(sum(v) / len(v), 1) if v else None, "samples": len(v)} for k, v in acc.items()}
+
+
 def plot_timeline(logs: pathlib.Path, path: pathlib.Path) -> bool:
     """One lane per GPU over the run: how many grading processes shared it (a step line) and when one held it
     alone (red spans) - where the run's tail is, and whether a GPU sat idle while another timed. False with no
@@ -322,6 +340,7 @@ def run(modes: list[str], lessons: list[str], per_lesson: int, serial_per_lesson
         logs = work / f"logs-{mode}"
         scores, students, problems, regraded = {}, 0, 0, []
         busy, gpus, grader_cpu = [], 0, 0.0  # (GPU busy %, seconds) of each class run: grade_class samples the GPU
+        series, slot_map = {}, {}  # each GPU's busy samples in time, and the queue's slot -> sampled GPU
         per_gpu = {}  # GPU -> [(busy %, seconds)] of each class run
         t0 = time.monotonic()
         ray_started = False
@@ -359,6 +378,9 @@ def run(modes: list[str], lessons: list[str], per_lesson: int, serial_per_lesson
                 regraded += [f"{lesson}/{k}" for k in summary.get("regraded_alone", [])]
                 gpus = summary["gpus"]
                 grader_cpu += summary.get("grader_cpu_s") or 0.0
+                for g, samples in (summary.get("gpu_busy_series") or {}).items():
+                    series.setdefault(g, []).extend(samples)
+                slot_map |= summary.get("gpu_of_slot") or {}
                 if summary["gpu_util_mean"] is not None:
                     busy.append((summary["gpu_util_mean"], summary["seconds"]))
                 for g, u in (summary.get("gpu_util_per_gpu") or {}).items():
@@ -381,6 +403,8 @@ def run(modes: list[str], lessons: list[str], per_lesson: int, serial_per_lesson
             out["modes"][mode]["pinned_cores"] = pinned_cores(logs)
             out["modes"][mode]["process_s"] = process_seconds(logs) | {"grader_cpu_s": round(grader_cpu, 1)}
             out["modes"][mode]["gpu_timeline"] = gpu_timeline(logs)
+            if series:
+                out["modes"][mode]["gpu_busy_by_hold"] = busy_by_hold(logs, series, slot_map)
         # Timed runs whose allocations failed until the allocator freed its cache (memory short beside others)
         out["modes"][mode]["alloc_retries"] = short_of_memory(logs)
         out["scores"][mode] = scores

@@ -153,6 +153,23 @@ def test_gpu_busy_is_kept_per_gpu():
     assert u.per_gpu() == {0: 5.0, 1: 20.0} and u.mean() == 15.0
 
 
+def test_gpu_busy_is_set_against_who_held_the_gpu(tmp_path):
+    """Each busy sample, at the middle of the second it covers, counted as taken while its GPU was held alone,
+    held only shared, or not held; the queue's slots mapped to the GPUs sampled (slot 1 is GPU 5 here)."""
+    from kernellab.grading.gpu_usage import GpuUsage
+    u = GpuUsage(interval_s=1.0)
+    u.samples, u.times = {5: [80.0, 10.0]}, {5: [101.0, 104.0]}
+    assert u.series() == {"5": [[100.5, 80.0], [103.5, 10.0]]}
+    _record(tmp_path, "a", "speed", gpu_slot=1, holds=[[100, 101, True]],
+            judge_gpu_slot=1, judge_holds=[[102, 103, False]])
+    _record(tmp_path, "b", "untimed", gpu_slot=0, holds=[[100, 110, False]])  # GPU 3: shared all along
+    series = {"5": [[100.5, 80.0], [102.5, 20.0], [103.5, 10.0], [104.5, 0.0]], "3": [[105.0, 4.0]]}
+    got = CG.busy_by_hold(tmp_path, series, {"0": "3", "1": "5"})
+    assert got == {"alone": {"busy_pct": 80.0, "samples": 1}, "shared": {"busy_pct": 12.0, "samples": 2},
+                   "not_held": {"busy_pct": 5.0, "samples": 2}}
+    assert CG.busy_by_hold(tmp_path, {})["alone"] == {"busy_pct": None, "samples": 0}
+
+
 def test_gpu_timeline_counts_overlapping_holds_once(tmp_path):
     _record(tmp_path, "a", "speed", gpu_slot=0, holds=[[0, 4, False]], judge_gpu_slot=0, judge_holds=[[5, 7, True]])
     _record(tmp_path, "b", "untimed", gpu_slot=0, holds=[[2, 5, False], [9, 10, False]])

@@ -85,7 +85,8 @@ def grade_class(course, lesson: str, jobs: int | None = None, force: bool = Fals
     ("local" starts one on this machine; ``ray_init``: extra ``ray.init`` arguments); ``only``: these problem
     ids. ``after_job(done_count, job)`` is called in this thread after each job (a test's hook).
     Returns a summary: mode, students, jobs, graded, reused, failed, failures, unreadable, seconds,
-    per_student_s, gpus, gpu_util_mean, gpu_util_per_gpu, regraded_alone, interrupted, results {student:
+    per_student_s, gpus, gpu_util_mean, gpu_util_per_gpu, gpu_busy_series, gpu_of_slot (queue), grader_cpu_s,
+    regraded_alone, interrupted, results {student:
     {problem: (points, max, message)}}. A KeyboardInterrupt (Ctrl-C, or raised by ``after_job``) stops the pool: running gradings are
     killed, nothing more starts, and the summary says interrupted."""
     from ..ceilings import measure_ceilings
@@ -218,6 +219,11 @@ def grade_class(course, lesson: str, jobs: int | None = None, force: bool = Fals
     summary["seconds"] = round(time.monotonic() - t0, 1)
     summary["per_student_s"] = round(summary["seconds"] / max(1, summary["students"]), 2)
     summary["gpu_util_mean"], summary["gpu_util_per_gpu"] = usage.mean(), usage.per_gpu()
+    # Each busy sample in time, and which sampled GPU each slot of the records is (the queue's slots are its own
+    # numbering; Ray's records name the GPU itself): to say how busy a GPU was while held alone, shared or idle.
+    summary["gpu_busy_series"] = usage.series()
+    if slots is not None:
+        summary["gpu_of_slot"] = {str(g): slots.visible[g] for g in range(slots.n)}
     # CPU seconds of this process (its job threads: cases, references, judging; not the grading processes): near
     # the run's seconds, one core's worth, it is what the jobs wait on (Python runs one thread at a time).
     summary["grader_cpu_s"] = round(_own_cpu_s() - cpu0, 1)

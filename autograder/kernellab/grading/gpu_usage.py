@@ -8,6 +8,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 import threading
+import time
 
 
 class GpuUsage:
@@ -20,6 +21,7 @@ class GpuUsage:
         self.interval_ms = max(100, int(interval_s * 1000))
         self.gpus = [str(g) for g in gpus] if gpus else None
         self.samples: dict[int, list[float]] = {}
+        self.times: dict[int, list[float]] = {}  # when each sample was read (wall clock), beside ``samples``
         self._proc = None
         self._thread = None
 
@@ -43,9 +45,11 @@ class GpuUsage:
         for line in self._proc.stdout:
             parts = [p.strip() for p in line.split(",")]
             try:
-                self.samples.setdefault(int(parts[0]), []).append(float(parts[1]))
+                gpu, pct = int(parts[0]), float(parts[1])
             except (ValueError, IndexError):
                 continue
+            self.samples.setdefault(gpu, []).append(pct)
+            self.times.setdefault(gpu, []).append(time.time())
 
     def __exit__(self, *exc):
         if self._proc is not None:
@@ -64,6 +68,13 @@ class GpuUsage:
     def per_gpu(self) -> dict:
         """GPU index -> its mean percent (did the jobs spread over every GPU?)."""
         return {g: round(sum(v) / len(v), 1) for g, v in sorted(self.samples.items()) if v}
+
+    def series(self) -> dict:
+        """GPU index (as text) -> [[time, percent], ...]: each sample with the middle of the interval it covers
+        (nvidia-smi reports the share of the last interval a kernel ran), to set against who held the GPU then."""
+        half = self.interval_ms / 2000
+        return {str(g): [[round(t - half, 2), v] for t, v in zip(self.times.get(g, []), vals)]
+                for g, vals in sorted(self.samples.items())}
 
 
 # What a timing's GPU was doing, read before and after it (the judge's record): clocks, power, temperature and the
