@@ -58,7 +58,7 @@ def mode_spec(mode: str) -> tuple[str, int | None]:
 def serial_for(res: dict, mode: str) -> str | None:
     """The serial grading a mode is set against: ``serial_1gpu`` for a ``_<N>gpu`` mode where the report has it
     (the same machine), else ``serial``; None where the report has neither."""
-    if mode.endswith("gpu") and "serial_1gpu" in res["modes"]:
+    if mode_spec(mode)[1] is not None and "serial_1gpu" in res["modes"]:
         return "serial_1gpu"
     return "serial" if "serial" in res["modes"] else None
 
@@ -302,7 +302,7 @@ def run(modes: list[str], lessons: list[str], per_lesson: int, serial_per_lesson
     with nothing else running (before any mode)."""
     from kernellab.grading import classqueue, harness
     from kernellab.grading import submissions as S
-    from kernellab.grading.gpu_usage import GpuUsage
+    from kernellab.grading.gpu_usage import GpuUsage, own_gpu
     from kernellab.grading.secret import course_secret
     from kernellab.grading.store import Store
     work = pathlib.Path(tempfile.mkdtemp(prefix="kl-class-"))
@@ -344,9 +344,8 @@ def run(modes: list[str], lessons: list[str], per_lesson: int, serial_per_lesson
         per_gpu = {}  # GPU -> [(busy %, seconds)] of each class run
         t0 = time.monotonic()
         ray_started = False
-        # Serial grading has one GPU, the first this process sees: sampled alone, not averaged with idle others.
-        first = (os.environ.get("CUDA_VISIBLE_DEVICES", "") or "0").split(",")[0].strip() or "0"
-        with GpuUsage(gpus=[first]) if backend == "serial" else contextlib.nullcontext() as usage:
+        # Serial grading computes on one GPU: sampled alone, not averaged with idle others.
+        with GpuUsage(gpus=[own_gpu()]) if backend == "serial" else contextlib.nullcontext() as usage:
             if backend == "ray":
                 import ray
 

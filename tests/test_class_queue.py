@@ -594,10 +594,10 @@ def test_a_queues_grading_processes_use_their_share_of_the_cores(tmp_path, monke
     queue nothing is capped. Uncapped, a class's processes together ran many threads per core (lesson 03 on two
     H100s: 30 % longer in its processes)."""
     from kernellab.grading import zygote
-    from kernellab.grading.classqueue import process_threads
-    assert process_threads(18, 2, set(range(32))) == 1  # 28 untimed cores, 18 jobs
-    assert process_threads(2, 1, set(range(16))) == 7  # 14 untimed cores, 2 jobs
-    assert process_threads(4, 1, {0, 1}) == 1  # too few cores to keep any: all shared, still one at least
+    from kernellab.grading.cores import threads_each
+    assert threads_each(18, 2, set(range(32))) == 1  # 28 untimed cores, 18 jobs
+    assert threads_each(2, 1, set(range(16))) == 7  # 14 untimed cores, 2 jobs
+    assert threads_each(4, 1, {0, 1}) == 1  # too few cores to keep any: all shared, still one at least
     assert GpuSlots(1).thread_env() == {}
     pkg = tmp_path / "standin"
     pkg.mkdir()
@@ -610,7 +610,7 @@ def test_a_queues_grading_processes_use_their_share_of_the_cores(tmp_path, monke
     job = tmp_path / "job"
     job.mkdir()
     try:
-        with harness.use_slots(GpuSlots(1, threads=1)):
+        with harness.use_slots(GpuSlots(1, jobs=len(os.sched_getaffinity(0)))):  # a job per core: one thread each
             why, _ = harness._run_child(job, False, None, module="standin.worker", result="threads.txt")
         assert why is None, why
         assert (job / "threads.txt").read_text() == "1 1"

@@ -8,7 +8,7 @@ processes, so threads are enough here), placed on one of the machine's GPUs (``-
 N jobs run at once; every process a job starts holds its GPU (grading/slots.py): workers and untimed judges
 share it, a process that times has it alone, so a speed problem's worker (compiling, autotuning, recording)
 runs beside other work and only its judge's timing waits for a quiet GPU. Speed problems are queued after
-the others. Each process may run as many CPU threads as its share of the cores (``process_threads``). Each
+the others. Each process may run as many CPU threads as its share of the cores (``cores.threads_each``). Each
 result is stored as soon as it is graded; a result already stored is reused (unless ``force``), so a run
 stopped by Ctrl-C resumes where it stopped. With ``ray`` (an address, or "local") the
 same jobs run as Ray tasks instead (grading/cluster.py).
@@ -50,13 +50,6 @@ def default_jobs(gpus: int | None = None) -> int:
     gpus = gpus or gpu_count()
     per_gpu = max(1, min(12, int(torch.cuda.get_device_properties(0).total_memory / 2**30) // GIB_PER_JOB))
     return max(1, min(cores - 2, per_gpu * gpus))
-
-
-def process_threads(jobs: int, gpus: int, cores=None) -> int:
-    """CPU threads each of a queue's grading processes may use: the untimed cores (grading/cores.py) shared
-    out over the jobs that run at once, at least one. Timing needs no more: it launches kernels from one thread."""
-    from .cores import untimed_cores
-    return max(1, len(untimed_cores(gpus, cores)) // max(1, jobs))
 
 
 def ray_local_init(gpus: int | None, init: dict | None = None, on_machine: int | None = None) -> dict | None:
@@ -138,7 +131,7 @@ def grade_class(course, lesson: str, jobs: int | None = None, force: bool = Fals
     else:
         n_gpus = min(gpu_count(), gpus) if gpus else gpu_count()
         jobs = max(1, int(jobs or default_jobs(n_gpus)))
-        slots = GpuSlots(n_gpus, threads=process_threads(jobs, n_gpus))
+        slots = GpuSlots(n_gpus, jobs=jobs)
         summary["gpus"] = n_gpus if harness.DEVICE.on_gpu else 0
     summary["jobs_n"] = jobs
 

@@ -27,6 +27,12 @@ def untimed_cores(gpus: int, cores=None) -> set:
     return cores - set().union(*(timing_cores(i, gpus, cores) for i in range(gpus)))
 
 
+def threads_each(jobs: int, gpus: int, cores=None) -> int:
+    """CPU threads each of ``jobs`` grading processes running at once may use: the untimed cores shared out over
+    them, at least one. Timing needs no more: it launches kernels from one thread."""
+    return max(1, len(untimed_cores(gpus, cores)) // max(1, jobs))
+
+
 def pin(pid: int, cores: set) -> bool:
     """Move every thread of process ``pid`` to ``cores`` (its children inherit them). False where that cannot be
     done: no such process any more, no ``sched_setaffinity`` (not Linux), or no cores given."""

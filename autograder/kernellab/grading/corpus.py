@@ -891,7 +891,6 @@ def run(entries=None, progress: bool = True, seed: int = 20261122, jobs: int = 1
 
     from ..ceilings import measure_ceilings
     from ..learner import facts as device_facts
-    from .classqueue import process_threads
     from .slots import GpuSlots
     todo = [e for e in (entries if entries is not None else ENTRIES) if DEVICE.on_gpu or not e.gpu]
     ceil, facts = measure_ceilings(quiet=True), device_facts()
@@ -911,7 +910,7 @@ def run(entries=None, progress: bool = True, seed: int = 20261122, jobs: int = 1
     if jobs == 1:
         out = [one(e) for e in todo]
     else:
-        with harness.use_slots(GpuSlots(1, threads=process_threads(jobs, 1))), \
+        with harness.use_slots(GpuSlots(1, jobs=jobs)), \
                 ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="kl-corpus") as pool:
             out = list(pool.map(one, todo))
     if bar is not None:

@@ -84,15 +84,20 @@ _REASONS = ("clocks_event_reasons.active", "clocks_throttle_reasons.active")
 _STATE_NAMES = ("sm_mhz", "mem_mhz", "power_w", "temp_c")
 
 
+def own_gpu() -> str:
+    """The GPU this process computes on, as nvidia-smi names it: the first of its CUDA_VISIBLE_DEVICES, else 0."""
+    import os
+    return os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")[0].strip() or "0"
+
+
 def gpu_state(gpu: str | None = None) -> dict:
     """{sm_mhz, mem_mhz, power_w, temp_c, reasons} of one GPU (``gpu``: an nvidia-smi index or UUID; default the
     first of this process's CUDA_VISIBLE_DEVICES, else 0), or {} where nvidia-smi is missing or says nothing."""
-    import os
     exe = shutil.which("nvidia-smi")
     if exe is None:
         return {}
     if gpu is None:
-        gpu = (os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")[0].strip() or "0")
+        gpu = own_gpu()
     for fields in [(*_STATE_FIELDS, r) for r in _REASONS] + [_STATE_FIELDS]:
         try:
             done = subprocess.run([exe, f"--query-gpu={','.join(fields)}", "--format=csv,noheader,nounits", "-i", gpu],

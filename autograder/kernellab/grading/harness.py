@@ -168,14 +168,12 @@ def _start_child(jobdir, interpreted, limit_s, module, result, extra_env: dict,
     return why, info
 
 
-def _watch(proc, jobdir: pathlib.Path, budgets: dict, go_alone=None,
-           seen: list | None = None) -> tuple[str | None, str]:
+def _watch(proc, jobdir: pathlib.Path, budgets: dict, go_alone, seen: list) -> tuple[str | None, str]:
     """Wait for the child, following the phase it reports; kill it when a phase overruns its budget. A judge
     about to time reports "alone": ``go_alone()`` gets it its GPU alone (waiting as long as that takes, which
     no budget counts), then it is told to go. ``seen`` gets [phase, wall-clock time] as each phase is seen (the
     hand-off's "go" as phase "alone-go": the GPU had)."""
     phase, since = "start", time.monotonic()
-    seen = [] if seen is None else seen
     seen.append([phase, round(time.time(), 3)])
     while proc.poll() is None:
         time.sleep(0.05)

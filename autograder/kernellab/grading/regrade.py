@@ -42,7 +42,6 @@ def regrade(lesson: str, problems=None, times: int = 20, notebook=None, progress
     from ..notebook_cells import read_notebook
     from ..paths import repo_root
     from . import harness
-    from .classqueue import process_threads
     from .harness import clamp_points, grade_problem
     from .slots import GpuSlots
     nb = read_notebook(notebook or repo_root() / "solutions" / lesson / f"{lesson}.ipynb")
@@ -57,7 +56,7 @@ def regrade(lesson: str, problems=None, times: int = 20, notebook=None, progress
         from tqdm.auto import tqdm
         bar = tqdm(total=len(untimed) + len(timed), desc=f"regrading {lesson}", file=sys.stdout)
 
-    slots = GpuSlots(1, threads=process_threads(jobs, 1)) if jobs > 1 else None
+    slots = GpuSlots(1, jobs=jobs) if jobs > 1 else None
     grade = slots.grader(grade_problem, harness._STOP) if slots is not None else grade_problem
 
     def one(pid):

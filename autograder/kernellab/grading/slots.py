@@ -33,16 +33,17 @@ import tempfile
 import threading
 import time
 
-from .cores import timing_cores, untimed_cores
+from .cores import threads_each, timing_cores, untimed_cores
 
 
 class GpuSlots:
-    def __init__(self, gpus: int = 1, visible: list[str] | None = None, threads: int | None = None):
+    def __init__(self, gpus: int = 1, visible: list[str] | None = None, jobs: int | None = None):
         """``gpus``: how many GPUs (or, on a CPU, how many independent slots); ``visible``: each one's
-        CUDA_VISIBLE_DEVICES value (default: this process's own list, or 0..gpus-1); ``threads``: CPU threads
-        each grading process may use for its own work (``thread_env``; None: as many as it likes)."""
+        CUDA_VISIBLE_DEVICES value (default: this process's own list, or 0..gpus-1); ``jobs``: how many grade at
+        once, whose processes then share the untimed cores out for their CPU threads (``thread_env``; None: no
+        cap)."""
         self.n = max(1, int(gpus))
-        self.threads = max(1, int(threads)) if threads else None
+        self.threads = threads_each(jobs, self.n) if jobs else None
         if visible is None:
             own = [v for v in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if v.strip()]
             visible = own[:self.n] if len(own) >= self.n else [str(i) for i in range(self.n)]
