@@ -165,3 +165,34 @@ def test_a_local_ray_cluster_is_told_of_the_gpus_it_was_given():
     assert ray_local_init(4, {"num_cpus": 8}, on_machine=2) == {"num_gpus": 2, "num_cpus": 8}  # no more than it has
     assert ray_local_init(None, {"num_cpus": 8}, on_machine=2) == {"num_cpus": 8}  # every GPU: Ray counts them
     assert ray_local_init(2, None, on_machine=0) is None  # a CPU: no GPUs to tell of
+
+
+
+def test_a_grading_leaves_nothing_in_the_temporary_folder(tmp_path):
+    # A grading process (nbgrader's, a Ray worker's, the queue's) leaves nothing in the temporary folder: the
+    # learner code's scratch folder goes with its grading, the judges' Triton cache and the zygote's logs with
+    # the process (a class once left a folder per job in /tmp).
+    import json
+    import os
+    import pathlib
+    import subprocess
+    import sys
+    src = ("import numpy as np\ndef add(x, y):\n    np.save('left_behind.npy', np.arange(3) + 40)\n"
+           "    raise ValueError('wrote ' + str(np.load('left_behind.npy').tolist()))\n")
+    code = f"""
+import json, sys
+sys.path.insert(0, {str(pathlib.Path(__file__).parent)!r})
+from nbformat.v4 import new_code_cell, new_notebook
+from kernellab.grading import harness
+from kernellab.lessons.l01_roofline_vector_add.problems import ADD
+c = new_code_cell({src!r})
+c.metadata["nbgrader"] = {{"solution": True, "grade": False, "grade_id": "add_code"}}
+outcome, _ = harness.grade_problem(ADD, new_notebook(cells=[c]), seed=7, lesson="01_roofline_vector_add")
+print(json.dumps([outcome.fraction, outcome.message, sorted(p.name[:9] for p in __import__("pathlib").Path({str(tmp_path)!r}).iterdir())]))
+"""
+    out = subprocess.run([sys.executable, "-c", code], env={**os.environ, "TMPDIR": str(tmp_path)},
+                         capture_output=True, text=True, timeout=300)
+    fraction, message, during = json.loads(out.stdout.strip().splitlines()[-1])
+    assert fraction == 0 and "wrote [40, 41, 42]" in message  # the learner's file was written and read back
+    assert during, "the grading made no temporary folder of its own: this test would prove nothing"
+    assert sorted(tmp_path.iterdir()) == []

@@ -137,7 +137,8 @@ def main(jobdir: str, parent_pid: int) -> int:
     why = explain(broken_rules(job["sources"]))
     if why:
         return finish(error=why)
-    os.chdir(tempfile.mkdtemp(prefix="kl-"))  # files the learner's code writes land away from the job
+    # Files the learner's code writes land away from the job, in the grader's temporary folder (removed with it).
+    os.chdir(tempfile.mkdtemp(prefix="scratch-", dir=job_dir.parent))
     integrity.refuse_threads()
     snapshot = integrity.Snapshot()
 

@@ -6,6 +6,7 @@ references computed here, and leave an audit record (result.json).
 """
 from __future__ import annotations
 
+import atexit
 import contextlib
 import dataclasses
 import datetime
@@ -88,6 +89,7 @@ def _judge_cache() -> str:
     with _JUDGE_CACHE_LOCK:  # the class queue grades from several threads
         if not _JUDGE_CACHE:
             _JUDGE_CACHE.append(tempfile.mkdtemp(prefix="kl-judge-triton-"))
+            atexit.register(shutil.rmtree, _JUDGE_CACHE[0], True)  # this process's own: gone with it
         return _JUDGE_CACHE[0]
 
 
@@ -243,7 +245,8 @@ def grade_problem(problem, nb, seed: int, ceil=None, facts: dict | None = None,
     if replayable(problem):
         return _grade_by_replay(problem, sources, seed, ceil, lesson, limit_s, record)
     with tempfile.TemporaryDirectory(prefix="kl-grade-") as tmp:
-        jobdir = pathlib.Path(tmp)
+        jobdir = pathlib.Path(tmp) / "worker"  # its learner code's scratch folder goes beside it (child.py)
+        jobdir.mkdir()
         job = {"lesson": lesson, "problem": problem.id, "sources": sources, "seed": 0}
         cases = None
         interpreted = getattr(problem, "interpreted", False)

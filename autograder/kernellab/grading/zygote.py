@@ -20,6 +20,7 @@ subprocess reports it: negative for a signal).
 """
 from __future__ import annotations
 
+import atexit
 import itertools
 import json
 import os
@@ -306,6 +307,7 @@ def spawn(module: str, args: list, env: dict, cwd, log, full: bool):
             if not _LOG_DIR:
                 import tempfile
                 _LOG_DIR.append(tempfile.mkdtemp(prefix="kl-zygote-"))
+                atexit.register(stop_all)  # any grading process (nbgrader's, a Ray worker's): its logs go with it
             base = {k: v for k, v in env.items() if k not in _PER_JOB_ENV}
             z = _ZYGOTES[key] = Zygote(base, full, os.path.join(_LOG_DIR[0], f"zygote-{len(_ZYGOTES)}.log"))
     return z.spawn(module, args, env, cwd, log)
