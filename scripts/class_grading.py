@@ -265,12 +265,16 @@ def process_seconds(logs: pathlib.Path) -> dict:
 
 def alone_phases(phases: list) -> dict:
     """Seconds per phase a grading process spent once it had its GPU alone: its record's ``phases`` ([phase,
-    time], ending with "end") from "alone-go" on. A tuning worker's are "compile" (tuning) and "run" (recording
-    its call), a judge's what it times in; "alone-go" is the moment until it heard. Empty if it never asked."""
+    time], ending with "end") from "alone-go" until it gave the GPU back ("shared": a tuning worker once its
+    tuning is timed) or ended. A tuning worker's are "compile" (tuning; before the GPU was given back after
+    tuning, "run" too: recording its call), a judge's what it times in; "alone-go" is the moment until it
+    heard. Empty if it never asked."""
     marks = [p[0] for p in phases]
     if "alone-go" not in marks:
         return {}
-    after, out = phases[marks.index("alone-go"):], {}
+    start = marks.index("alone-go")
+    end = marks.index("shared", start) + 1 if "shared" in marks[start:] else len(phases)
+    after, out = phases[start:end], {}
     for (phase, t0), (_, t1) in zip(after, after[1:]):
         out[phase] = out.get(phase, 0.0) + float(t1) - float(t0)
     return out

@@ -65,6 +65,10 @@ def test_process_seconds_and_what_stands_behind_each_ratio(tmp_path):
     assert got["alone_phase_s"] == {"worker": {"alone-go": 0.1, "compile": 1.4, "run": 0.9, "done": 0.2},
                                     "judge": {"alone-go": 0.1, "run": 1.0}}
     assert CG.alone_phases([["start", 0.0], ["run", 1.0], ["end", 2.0]]) == {}  # never asked for its GPU alone
+    # a tuning worker that gave its GPU back once tuned: its recording is not alone time
+    assert CG.alone_phases([["start", 0.0], ["alone", 1.0], ["alone-go", 1.5], ["compile", 1.5], ["shared", 3.5],
+                            ["shared-go", 3.5], ["compile", 3.5], ["run", 3.6], ["done", 8.0], ["end", 8.2]]) == \
+        {"alone-go": 0.0, "compile": 2.0}
     _record(tmp_path, "c", "add_correct", kind="correctness", task_started=100.0, task_ended=104.0)  # Ray tasks
     _record(tmp_path, "d", "add_correct", kind="correctness", task_started=102.0, task_ended=110.0)
     got = CG.process_seconds(tmp_path)

@@ -363,6 +363,39 @@ def test_stop_while_waiting_for_a_gpu_raises():
     assert out == ["stopped"]
 
 
+def test_a_hold_given_back_after_tuning_is_shared_at_once_and_keeps_a_waiting_timer_out(tmp_path):
+    """``share`` (a tuning worker's hold once its tuning is timed) makes an alone hold a shared one with no gap: a
+    timed hold already waiting still waits for it to end, and does start then; between processes (NodeGpuLock)
+    the shared lock lets untimed holds in and still keeps a timed one out."""
+    from kernellab.grading.slots import NodeGpuLock
+    one = GpuSlots(1)  # one object for a queue's threads; a NodeGpuLock of its own per process
+    for slots, theirs in ((one, one), (NodeGpuLock("6", tmp_path), NodeGpuLock("6", tmp_path))):
+        order = []
+        hold = slots.hold(True)
+        held = hold.__enter__()
+
+        def timed(theirs=theirs):
+            with theirs.hold(True):
+                order.append("timer")
+        t = threading.Thread(target=timed)
+        t.start()
+        time.sleep(0.3)  # the timer waits for our alone hold
+        slots.share(held)
+        assert not held.alone
+        time.sleep(0.3)
+        assert order == []  # not beside us: we still run
+        hold.__exit__(None, None, None)
+        t.join(timeout=10)
+        assert order == ["timer"]
+    first = NodeGpuLock("4", tmp_path)
+    hold = first.hold(True)
+    first.share(hold.__enter__())
+    t0 = time.monotonic()
+    with NodeGpuLock("4", tmp_path).hold(False):  # untimed work beside a hold given back
+        assert time.monotonic() - t0 < 5
+    hold.__exit__(None, None, None)
+
+
 def test_node_gpu_lock_keeps_the_rule_between_processes(tmp_path):
     """NodeGpuLock (a Ray node's tasks, each in its own process): untimed holds share the GPU, a timed hold has
     it alone, a timed hold waiting lets no new untimed one start (it is not starved), and a process killed while
@@ -576,6 +609,60 @@ def test_a_timed_judge_runs_on_its_gpus_own_cores(tmp_path, monkeypatch):
     everywhere = sorted(os.sched_getaffinity(0))
     assert why is None and info["cores"] == {}
     assert (job / "cores.txt").read_text() == f"{everywhere} {everywhere}"
+
+
+_STAND_IN_TUNER = """
+import os, pathlib, sys, time
+job = pathlib.Path(sys.argv[1])
+time.sleep(0.5)  # the parent pins a child just after starting it
+from kernellab.grading.slots import ask_for_gpu_alone, ask_to_share
+ask_for_gpu_alone(job, "compile")
+alone = sorted(os.sched_getaffinity(0))
+ask_to_share(job, "run")
+time.sleep(0.5)
+t0 = time.monotonic()
+while not (job / "beside.txt").exists() and time.monotonic() - t0 < 20:  # untimed work started beside it?
+    time.sleep(0.01)
+(job / "cores.txt").write_text(f"{alone} {sorted(os.sched_getaffinity(0))} {(job / 'beside.txt').exists()}")
+(job / "phase").write_text("done")
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity") or len(os.sched_getaffinity(0)) < 2,
+                    reason="needs Linux and two cores")
+def test_a_tuning_worker_gives_its_gpu_back_once_tuned(tmp_path, monkeypatch):
+    """A speed problem's worker holds its GPU alone (and the timing cores) while its tuning is timed, then asks to
+    share (slots.ask_to_share): its recording runs on the untimed cores with untimed work started beside it."""
+    from kernellab.grading import cores as cores_mod
+    from kernellab.grading import zygote
+    monkeypatch.setattr(cores_mod, "TIMING_CORES", 1)
+    monkeypatch.setattr(cores_mod, "SPARE_CORES", 1)
+    pkg = tmp_path / "standin"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "tuner.py").write_text(_STAND_IN_TUNER)
+    monkeypatch.setenv("PYTHONPATH", f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
+    monkeypatch.setattr(zygote, "spawn", lambda *a, **k: None)
+    job = tmp_path / "job"
+    job.mkdir()
+    slots = GpuSlots(1)
+    timed, untimed = slots.cores(True), slots.cores(False)
+
+    def beside():  # another job's untimed process, once the tuner records
+        while not (job / "phase").exists() or (job / "phase").read_text() != "run":
+            time.sleep(0.01)
+        with slots.place(), slots.hold(False):
+            (job / "beside.txt").write_text("ran")
+    t = threading.Thread(target=beside, daemon=True)
+    t.start()
+    with harness.use_slots(slots), slots.place():
+        why, info = harness._run_child(job, False, None, module="standin.tuner", result="cores.txt", handoff=True)
+    t.join(timeout=10)
+    assert why is None, why
+    assert (job / "cores.txt").read_text() == f"{sorted(timed)} {sorted(untimed)} True"
+    assert [h[2] for h in info["holds"]] == [False, True, False]  # shared, alone to tune, shared to record
+    marks = [p[0] for p in info["phases"]]
+    assert marks.index("alone-go") < marks.index("shared") < marks.index("shared-go") < marks.index("run")
 
 
 _STAND_IN_WORKER = """

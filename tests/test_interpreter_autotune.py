@@ -139,9 +139,16 @@ def test_a_speed_worker_asks_for_its_gpu_alone_only_when_an_autotuner_had_a_choi
     time.sleep(0.5)
     assert (tmp_path / "phase").read_text() == "alone" and worker.is_alive()  # waits for the parent's "go"
     (tmp_path / "go").write_text("go")
-    worker.join(10)
-    assert asked == [True] and (tmp_path / "phase").read_text() == "compile"  # the compile budget, to tune
+    t0 = time.monotonic()
+    while (tmp_path / "phase").read_text() != "shared" and time.monotonic() - t0 < 10:
+        time.sleep(0.01)
+    # tuned (the compile budget), it gives the GPU back and waits for the parent's word that it shares it again
+    time.sleep(0.2)
+    assert (tmp_path / "phase").read_text() == "shared" and worker.is_alive()
     assert tuner.cache  # tuned on the second call (the quiet one), and kept
+    (tmp_path / "go-shared").write_text("go")
+    worker.join(10)
+    assert asked == [True] and (tmp_path / "phase").read_text() == "compile"  # then on, as before it asked
     plain, quiet = [], tmp_path / "plain"
     quiet.mkdir()
     assert _tune_alone(lambda: plain.append(1), quiet) is False and plain == [1]

@@ -10,8 +10,9 @@ returns plain data, which the driver stores under its own device's key (nbgrader
 Placement is Ray's, from what each task asks for: one CPU and a share of one GPU (1/N of it, N = jobs per GPU).
 Within a node, the tasks on one GPU keep the local queue's rule between their grading processes
 (slots.NodeGpuLock, file locks): workers and untimed judges share the GPU, a judge that times starts beside them
-and has the GPU alone from the moment it times until it ends, as does a speed problem's worker from the moment it
-autotunes (a program timed in its worker, lesson 06's whole block, has it alone from its start). A grading that ran out of GPU memory or died beside other tasks is graded
+and has the GPU alone from the moment it times until it ends; a speed problem's worker has it alone while its
+autotuning is timed, then shares it again (a program timed in its worker, lesson 06's whole block, has it alone
+from its start). A grading that ran out of GPU memory or died beside other tasks is graded
 once more in a task that asks Ray for the whole GPU. A node's ceilings are measured by its first task, with its GPU
 alone, then read from the cache file by the others. A task that dies
 costs its problem ("Grading this problem failed", not stored: a rerun tries again). Ctrl-C cancels every task with

@@ -112,7 +112,7 @@ def _run_child(jobdir: pathlib.Path, interpreted: bool = False,
     with slots.process(alone, _STOP) as held:
         why, info = _start_child(jobdir, interpreted, limit_s, module, result,
                                  {**(slots.env() if DEVICE.on_gpu and not interpreted else {}), **slots.thread_env()},
-                                 held.go_alone if handoff else None, cores)
+                                 held.go_alone if handoff else None, cores, held.go_shared if handoff else None)
     info.update({"gpu_slot": slots.gpu(), "slot_wait_s": round(held.waited, 2),
                  "alone": any(span[2] for span in held.spans),  # from its start, or once it asked
                  "holds": [[round(a, 3), round(b, 3), al] for a, b, al in held.spans]})
@@ -120,7 +120,7 @@ def _run_child(jobdir: pathlib.Path, interpreted: bool = False,
 
 
 def _start_child(jobdir, interpreted, limit_s, module, result, extra_env: dict,
-                 go_alone=None, cores: dict | None = None) -> tuple[str | None, dict]:
+                 go_alone=None, cores: dict | None = None, go_shared=None) -> tuple[str | None, dict]:
     budgets = {"start": LOAD_BUDGET, "import": LOAD_BUDGET, "load": LOAD_BUDGET,
                "compile": COMPILE_BUDGET, "run": RUN_BUDGET, "alone": 30.0, "done": 30.0}
     if limit_s is not None:
@@ -149,10 +149,14 @@ def _start_child(jobdir, interpreted, limit_s, module, result, extra_env: dict,
         def go_alone_on_its_cores():  # its GPU alone, then its cores: both before it is told to go
             gpu_alone()
             move("timed")
+
+        def go_shared_off_its_cores():  # back among the untimed processes, on their cores
+            go_shared()
+            move("start")
         phases = []  # [phase, wall-clock time it began]: where a process's time (and its GPU alone) went
         try:
             why, phase = _watch(proc, jobdir, budgets, go_alone_on_its_cores if go_alone is not None else None,
-                                phases)
+                                phases, go_shared_off_its_cores if go_shared is not None else None)
         finally:  # interrupted here (Ctrl-C): the child goes too
             if proc.poll() is None:
                 zygote.kill_group(proc)
@@ -170,11 +174,14 @@ def _start_child(jobdir, interpreted, limit_s, module, result, extra_env: dict,
     return why, info
 
 
-def _watch(proc, jobdir: pathlib.Path, budgets: dict, go_alone, seen: list) -> tuple[str | None, str]:
+def _watch(proc, jobdir: pathlib.Path, budgets: dict, go_alone, seen: list,
+           go_shared=None) -> tuple[str | None, str]:
     """Wait for the child, following the phase it reports; kill it when a phase overruns its budget. A judge
     about to time reports "alone": ``go_alone()`` gets it its GPU alone (waiting as long as that takes, which
-    no budget counts), then it is told to go. ``seen`` gets [phase, wall-clock time] as each phase is seen (the
-    hand-off's "go" as phase "alone-go": the GPU had)."""
+    no budget counts), then it is told to go. A worker done with its GPU alone reports "shared":
+    ``go_shared()`` makes its hold a shared one again, then it is told to go on ("go-shared"). ``seen`` gets
+    [phase, wall-clock time] as each phase is seen (the hand-offs' answers as phases "alone-go" and
+    "shared-go")."""
     phase, since = "start", time.monotonic()
     seen.append([phase, round(time.time(), 3)])
     while proc.poll() is None:
@@ -195,6 +202,12 @@ def _watch(proc, jobdir: pathlib.Path, budgets: dict, go_alone, seen: list) -> t
                 (jobdir / "go").write_text("go")
                 since = time.monotonic()
                 seen.append(["alone-go", round(time.time(), 3)])
+            elif phase == "shared":
+                if go_shared is not None:
+                    go_shared()
+                (jobdir / "go-shared").write_text("go")
+                since = time.monotonic()
+                seen.append(["shared-go", round(time.time(), 3)])
         if time.monotonic() - since > budgets.get(phase, RUN_BUDGET):
             what = {"compile": "compiling (and autotuning) your kernel",
                     "run": "the graded run"}.get(phase, "loading your code")
@@ -366,7 +379,8 @@ def _grade_by_replay(problem, sources, seed: int, ceil, lesson: str, limit_s, re
             # The worker's inputs come from a seed unrelated to the secret; so do the judge's timed inputs.
             job["seed"] = int.from_bytes(os.urandom(5), "little")
         (work / "job.json").write_text(json.dumps(job))
-        # A speed problem's worker autotunes with its GPU alone (child._tune_alone), compiling beside other work.
+        # A speed problem's worker autotunes with its GPU alone (child._tune_alone), compiling and recording beside
+        # other work.
         why, info = _run_child(work, interpreted, limit_s, handoff=problem.kind == "speed")
         record.update(info)  # the worker's exit code, last phase and wall time
         record["child_log_tail"] = _tail(work / "child.log")

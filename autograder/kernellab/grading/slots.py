@@ -5,7 +5,8 @@ A grading job (one problem of one submission) is placed on one GPU for its whole
 the fewest jobs; a speed problem, the GPU with the fewest speed problems, as their alone work decides when a GPU is
 done). Each process it starts holds that GPU while it runs (``hold``): a worker, or a judge that
 replays for correctness, shares it; a judge that times, a speed problem's worker while it autotunes (each asks
-when it is ready: ``ask_for_gpu_alone``) and a worker that times a whole program (lesson 06) hold it alone. A timed process that is waiting lets no new untimed one start on its GPU, so timing is never starved;
+when it is ready: ``ask_for_gpu_alone``; the worker shares again once tuned: ``ask_to_share``) and a worker that
+times a whole program (lesson 06) hold it alone. A timed process that is waiting lets no new untimed one start on its GPU, so timing is never starved;
 it starts once the untimed processes already running there have ended. GPUs do not wait for each other: a
 timed run on GPU 0 leaves GPU 1's untimed work going (the timer reads the GPU, which they do not touch).
 
@@ -105,7 +106,7 @@ class GpuSlots:
         waiting raises KeyboardInterrupt (a class queue's Ctrl-C)."""
         g = self.gpu()
         if getattr(self._local, "whole", False):  # the job already has its GPU alone (whole_gpu)
-            yield g
+            yield Held(g, alone, whole=True)
             return
         with self._cv:
             if alone:
@@ -121,15 +122,27 @@ class GpuSlots:
                 while self._alone[g] or self._waiting[g]:
                     self._wait(stop)
                 self._shared[g] += 1
+        held = Held(g, alone)
         try:
-            yield g
+            yield held
         finally:
             with self._cv:
-                if alone:
+                if held.alone:
                     self._alone[g] = False
                 else:
                     self._shared[g] -= 1
                 self._cv.notify_all()
+
+    def share(self, held: "Held", stop: threading.Event | None = None) -> None:
+        """Trade a hold of the GPU alone for a shared one, with no moment between in which another timed process
+        could start while this one still runs (a speed problem's worker once its autotuning is timed)."""
+        if held.whole or not held.alone:
+            return
+        with self._cv:
+            self._alone[held.gpu] = False
+            self._shared[held.gpu] += 1
+            held.alone = False
+            self._cv.notify_all()
 
     def process(self, alone: bool, stop: threading.Event | None = None):
         """Hold the job's GPU for one process, shared or ``alone`` (``held_for_one_process``)."""
@@ -175,8 +188,19 @@ def ask_for_gpu_alone(job_dir: pathlib.Path, then: str) -> None:
     """A grading process's side of the hand-off (the parent's is harness._watch): report the "alone" phase, wait
     for the parent's "go", written once this process has its GPU alone (at once where no class queue runs), then
     report the phase ``then``. A judge calls it before it times, a speed problem's worker before it autotunes."""
-    (job_dir / "phase").write_text("alone")
-    while not (job_dir / "go").exists():
+    _hand_off(job_dir, "alone", "go", then)
+
+
+def ask_to_share(job_dir: pathlib.Path, then: str) -> None:
+    """The way back: report the "shared" phase and wait for the parent's "go-shared", written once this process's
+    hold is a shared one again, then report ``then``. A speed problem's worker calls it once its autotuning has
+    been timed: its recorded call at the timed size times nothing and need not keep the GPU from other work."""
+    _hand_off(job_dir, "shared", "go-shared", then)
+
+
+def _hand_off(job_dir: pathlib.Path, ask: str, answer: str, then: str) -> None:
+    (job_dir / "phase").write_text(ask)
+    while not (job_dir / answer).exists():
         time.sleep(0.01)
     (job_dir / "phase").write_text(then)
 
@@ -194,17 +218,25 @@ def held_for_one_process(slots, alone: bool, stop: threading.Event | None = None
         holder.release()
 
 
+class Held:
+    """One hold of a GPU (what ``hold`` yields): which GPU, whether alone now (``share`` ends that), and for
+    NodeGpuLock the lock file it holds."""
+
+    def __init__(self, gpu, alone: bool, whole: bool = False, lock=None):
+        self.gpu, self.alone, self.whole, self.lock = gpu, alone, whole, lock
+
+
 class _Holder:
     """One process's hold on its job's GPU (GpuSlots.process, NodeGpuLock.process). ``spans``: when each hold
     was had, [start, end, alone] in wall-clock seconds (what a run's records show of who shared a GPU)."""
 
     def __init__(self, slots, stop):
-        self.slots, self.stop, self.waited, self._hold, self.spans = slots, stop, 0.0, None, []
+        self.slots, self.stop, self.waited, self._hold, self._held, self.spans = slots, stop, 0.0, None, None, []
 
     def take(self, alone: bool) -> None:
         t = time.monotonic()
         hold = self.slots.hold(alone, self.stop)
-        hold.__enter__()
+        self._held = hold.__enter__()
         self._hold = hold
         self.waited += time.monotonic() - t
         self.spans.append([time.time(), None, alone])
@@ -218,6 +250,18 @@ class _Holder:
     def go_alone(self) -> None:
         self.release()
         self.take(True)
+
+    def go_shared(self) -> None:
+        """Back to sharing the GPU after holding it alone (the hand-off ``ask_to_share``): untimed work may start
+        beside this process again."""
+        if self._hold is None or not self._held.alone or self._held.whole:
+            return  # not alone, or alone for the job's whole life (whole_gpu): nothing to give back
+        t = time.monotonic()
+        self.slots.share(self._held, self.stop)
+        self.waited += time.monotonic() - t
+        now = time.time()
+        self.spans[-1][1] = now
+        self.spans.append([now, None, False])
 
 
 class NodeGpuLock:
@@ -259,7 +303,15 @@ class NodeGpuLock:
                 with open(self._gate, "a+") as gate:  # pass the gate (not held: untimed ones do not queue)
                     self._flock(gate, fcntl.LOCK_EX, stop)
                 self._flock(lock, fcntl.LOCK_SH, stop)
-            yield self.id  # closing the file drops the lock
+            yield Held(self.id, alone, lock=lock)  # closing the file drops the lock
+
+    def share(self, held: Held, stop: threading.Event | None = None) -> None:
+        """Trade the exclusive lock for a shared one. The kernel drops one before it places the other, so a timed
+        process already waiting may take the GPU between: this one then waits (its process waits for the word to go
+        on) until that has ended, and never runs beside it."""
+        if held.alone:
+            self._flock(held.lock, fcntl.LOCK_SH, stop)
+            held.alone = False
 
     @staticmethod
     def _flock(f, how: int, stop) -> None:
