@@ -123,15 +123,24 @@ def test_a_second_gpu_is_set_against_one_gpu_of_the_same_machine(tmp_path):
                                                                "1": round((20 * 60 + 30 * 51.1) / 111.1, 1)}
     text = CG.write(res, tmp_path)
     two, ray = res["more_gpus"]["queue_2gpu"], res["more_gpus"]["ray_2gpu"]
-    assert two["throughput_vs_one_gpu"] == round(10.0 / 5.6, 2) and two["target"] == 1.7
+    assert two["throughput_vs_one_gpu"] == round(200 / 111.1, 2) and two["target"] == 1.7  # walls, not rounded s
     assert two["vs_serial"] == {"scores": 1, "scores_differ": 0, "ratios": 1, "max_ratio_diff": 0.05}
     assert two["vs_queue_1gpu"]["max_ratio_diff"] == round(0.03 / 1.02, 4)
     assert ray["throughput_vs_one_gpu"] == round(10.0 / 7.5, 2) and ray["vs_queue_1gpu"]["scores_differ"] == 1
     assert not res["scores_identical"] and res["pairs"]["queue_1gpu|ray_2gpu"]["scores_differ"] == 1
     row = next(line for line in text.splitlines() if line.startswith("| queue_2gpu | 2 |"))
-    assert "1.79x" in row and "| yes |" in row and "5.0% of 1 (**no**)" in row and "2.9% of 1 (yes)" in row
+    assert "1.80x" in row and "| yes |" in row and "5.0% of 1 (**no**)" in row and "2.9% of 1 (yes)" in row
     assert "| **no** | 1/1 | - | 1/2 **differ** | - |" in text  # ray_2gpu: too slow, one score differs
-    assert "| queue_2gpu | 20 | 2 | 111.1 |" in text and "(" in text.split("| queue_2gpu | 20 |")[1].split("\n")[0]
+    assert ray["lessons"] == [L1] and two["lessons"] == [L1, L2]
+    assert "| ray_2gpu | 2 | 01 | 7.5 | 10.0 | 1.33x |" in text  # Ray graded lesson 01 only: set against its row
+    # a one-GPU lesson the mode did not grade does not move its comparison
+    heavier = [dict(p, modes={m: dict(v, wall_s=300.0, per_student_s=30.0) for m, v in p["modes"].items()})
+               if p["lessons"] == [L2] and "queue_1gpu" in p["modes"] else p for p in parts]
+    res2 = CG.merge(heavier)
+    CG.write(res2, tmp_path)
+    assert res2["more_gpus"]["ray_2gpu"]["throughput_vs_one_gpu"] == round(10.0 / 7.5, 2)
+    assert res2["more_gpus"]["queue_2gpu"]["throughput_vs_one_gpu"] == round(400 / 111.1, 2)
+    assert "| queue_2gpu | H | 20 | 2 | 111.1 |" in text and "(" in text.split("| queue_2gpu | H | 20 |")[1].split("\n")[0]
     assert (tmp_path / "class_grading.png").stat().st_size > 5000 and "(class_grading.png)" in text
     # Serial grading on the two-GPU machine too (serial_1gpu): its modes are set against it, not the other machine's
     parts.append(_part("serial_1gpu", L1, 40.0, 1, {f"{L1}/s/p": 1.0}, {f"{L1}/s/q": 1.04}))
@@ -141,9 +150,16 @@ def test_a_second_gpu_is_set_against_one_gpu_of_the_same_machine(tmp_path):
     vs_serial = res["more_gpus"]["queue_2gpu"]["vs_serial"]["max_ratio_diff"]
     assert vs_serial in (round(0.01 / 1.04, 4), round(0.01 / 1.05, 4))  # 1.05 against 1.04, not serial's 1.0
     assert "against serial grading (`serial_1gpu`)" in text
-    row = next(line for line in text.splitlines() if line.startswith("| queue_2gpu | 20 |"))
+    row = next(line for line in text.splitlines() if line.startswith("| queue_2gpu | H | 20 |"))
     assert f"| {111.1 / 20 / 40:.0%} |" in row  # of its own machine's serial time per submission
     assert res["modes"]["serial_1gpu"]["jobs"] == 1
+    # another GPU model's run scores by its own speeds: not paired with these (its score differs, nothing says so)
+    other = _part("queue", L1, 80.0, 10, {f"{L1}/s/p": 0.5}, {f"{L1}/s/q": 1.5})
+    other["modes"]["queue"]["machine"] = {"gpu": "G", "gpus": 1, "cores": 16}
+    res_g = CG.merge([p for p in parts if "ray_2gpu" not in p["modes"]] + [other])
+    CG.write(res_g, tmp_path)
+    assert res_g["scores_identical"] and not any("queue" in k.split("|") for k in res_g["pairs"])
+    assert res_g["modes"]["queue"]["gpu_model"] == "G"
     # no one-GPU queue of the same machine: no section, rather than a comparison across machines
     del res["modes"]["queue_1gpu"]
     assert CG.more_gpus(res) == []

@@ -203,3 +203,14 @@ def test_the_worker_gets_the_cases_shapes_not_their_values():
         else:
             assert a == b
     assert decoy.kwargs == case.kwargs and decoy.label == case.label
+
+
+def test_warming_up_pays_the_first_dispatch_modes_import_ahead():
+    # A speed problem's worker warms up while it loads (child.py): the first dispatch mode a process enters imports
+    # torch._dynamo, which would otherwise fall in the recorded call after tuning, while timed processes wait.
+    import subprocess
+    import sys
+    code = ("import sys, kernellab, torch\nfrom kernellab.watch import warm_up\n"
+            "before = 'torch._dynamo' in sys.modules\nwarm_up()\nprint(before, 'torch._dynamo' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.stdout.split() == ["False", "True"], out.stderr[-2000:]
