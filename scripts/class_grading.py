@@ -455,7 +455,8 @@ def merge(parts: list[dict]) -> dict:
     """Parts split by lesson and mode, as one result: walls, counts and GPU busy summed (busy weighted by wall)."""
     out = {"lessons": sorted({ls for p in parts for ls in p["lessons"]}), "modes": {}, "scores": {}, "ratios": {},
            "per_lesson": parts[0]["per_lesson"], "header": next((p["header"] for p in parts if p.get("header")), None),
-           "by_lesson": {}, "quiet": next((p["quiet"] for p in parts if p.get("quiet")), None),
+           "by_lesson": {},
+           "quiet": next((dict(p["quiet"], modes=list(p["modes"])) for p in parts if p.get("quiet")), None),
            "load_copies": {k: v for p in parts for k, v in (p.get("load_copies") or {}).items()}}
     for p in parts:
         for mode, m in p["modes"].items():
@@ -591,9 +592,13 @@ def under_load(res: dict) -> list[str]:
     if not quiet:
         return []
     lesson, rows, table = quiet["lesson"], [], {}
+    modes = res.get("modes", {})
+    quiet_gpu = next((modes[m].get("gpu_model") for m in quiet.get("modes", []) if m in modes), None)
     for pid, values in quiet["values"].items():
         table[pid] = {"quiet": speed_spread(values)}
         for mode, ratios in res["ratios"].items():
+            if quiet_gpu and res.get("modes", {}).get(mode, {}).get("gpu_model") not in (None, quiet_gpu):
+                continue  # another GPU model's speeds: not set against these quiet ones
             mine = [v for k, v in ratios.items() if k.startswith(f"{lesson}/") and k.endswith(f"/{pid}")
                     and k.split("/")[1].split("-")[0] in ("solution", "load")]
             if mine:  # a mode that did not grade this lesson has no row
@@ -683,7 +688,8 @@ def write(res: dict, out: pathlib.Path, notes: list[str] = ()) -> str:
     res["notes"] = list(notes)
     if serial and "queue" in res["modes"]:
         per_hour = 3600 / max(1e-9, res["modes"]["queue"]["per_student_s"])
-        lines += [f"- Submissions per hour on this GPU with the queue: **{per_hour:.0f}** (serial: {3600 / serial:.0f})"]
+        on = res["modes"]["queue"].get("gpu_model") or "this GPU"
+        lines += [f"- Submissions per hour on one {on} with the queue: **{per_hour:.0f}** (serial: {3600 / serial:.0f})"]
     text = "\n".join(lines) + "\n"
     out.mkdir(parents=True, exist_ok=True)
     (out / "class_grading.md").write_text(text)

@@ -42,6 +42,12 @@ def test_speed_under_load_sets_solution_copies_against_quiet_regrades():
     assert any("| add_bandwidth | queue | 2 |" in line for line in lines)
     assert "serial" not in res["under_load"]["add_bandwidth"] and not any("| serial |" in line for line in lines)
     assert CG.under_load({"ratios": {}}) == [] and CG.speed_spread([]) == {"n": 0}
+    # the quiet regrades ran on one GPU model: a mode on another is not set against them
+    res["quiet"]["modes"] = ["queue"]
+    res["modes"] = {"queue": {"gpu_model": "A"}, "queue_2gpu": {"gpu_model": "B"}}
+    res["ratios"]["queue_2gpu"] = {"01_roofline_vector_add/solution-1/add_bandwidth": 1.3}
+    CG.under_load(res)
+    assert "queue" in res["under_load"]["add_bandwidth"] and "queue_2gpu" not in res["under_load"]["add_bandwidth"]
 
 
 def test_process_seconds_and_what_stands_behind_each_ratio(tmp_path):
