@@ -224,7 +224,7 @@ def plot_timeline(logs: pathlib.Path, path: pathlib.Path) -> bool:
 def process_seconds(logs: pathlib.Path) -> dict:
     """Seconds the run's grading processes took, summed by kind (worker, judge, baseline judge), and how long they
     waited for their GPU (slot_wait_s), with how many workers asked for their GPU alone to autotune; on Ray also the
-    seconds inside tasks (task_s) and how many tasks ran at once on average (tasks_at_once); where a run had several
+    seconds inside its graders per job (task_s) and how many ran at once on average (tasks_at_once); where a run had several
     GPUs, how many problems each graded (problems_per_gpu); in any mode, how many jobs had a grading process
     holding its GPU at once on average (jobs_at_once: each job from its first hold to its last); and the jobs'
     seconds from start to end (job_s), of which the grading process's own work outside its processes (grader_s)."""

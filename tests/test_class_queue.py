@@ -17,6 +17,7 @@ import subprocess
 import sys
 import threading
 import time
+import types
 
 import pytest
 
@@ -147,8 +148,8 @@ def queued(klass):
 
 @pytest.fixture(scope="module")
 def rayed(klass, tmp_path_factory):
-    """The same class on a local Ray cluster of this machine, with two fake GPUs (placement is Ray's). The
-    cluster is started once here (grade_class then joins it, and leaves it up), stopped at the end."""
+    """The same class on a local Ray cluster of this machine, with two fake GPUs (a grader each). The cluster is
+    started once here (grade_class then joins it, and leaves it up), stopped at the end."""
     ray = pytest.importorskip("ray")
     from kernellab.grading.cluster import RayGrader, connect
     course, _, _ = klass
@@ -157,8 +158,10 @@ def rayed(klass, tmp_path_factory):
     try:
         run = _stopped_then_resumed(course, 3, jobs=4, ray="local", store=Store(tmp / "store"), logs_dir=tmp / "logs")
         grader = RayGrader("local", jobs=4)
-        run["options"] = [f._default_options for f in (grader._shared, grader._whole)]
+        run["options"] = grader._options
         run["grader_started_a_cluster"] = grader.started
+        run["graders"] = ray.get([g.where.remote() for g in grader.graders])
+        grader.close()
     finally:
         ray.shutdown()
     run["left_after_shutdown"] = _no_process_left()
@@ -218,24 +221,27 @@ def test_ray_cluster_grades_the_same_scores_and_leaves_nothing_running(klass, ra
     print(f"\nRay local cluster (4 jobs, stopped and resumed) {TIMES['ray']:.1f} s")
 
 
-def test_ray_spreads_jobs_over_the_gpus_and_shares_them_by_the_node_locks(klass, rayed):
-    """Every task ran on one of the two fake GPUs, both were used, each grading process held its task's GPU by the
-    node's lock for that GPU, and what the driver asks Ray for: a share of a GPU for a grading, the whole GPU (and
-    two CPUs) for one graded again alone. (On a CPU nothing is timed: the rule itself is
-    test_node_gpu_lock_keeps_the_rule_between_processes, and the GPU run in assets/gpu/class_grading.md checks
-    that no grading process held a GPU beside one that timed.)"""
+def test_ray_spreads_jobs_over_the_gpus_one_grader_each(klass, rayed):
+    """Every job was graded on one of the two fake GPUs, both were used, each by the one grader (a Ray actor) that
+    holds that GPU, which ran its jobs' processes under the queue's rule for it (their records name its GPU); the
+    driver asks Ray for one GPU per grader and as many jobs at once as it has GPUs' share of them. (On a CPU
+    nothing is timed: the rule itself is test_gpu_slots_time_alone_and_share_otherwise, and the GPU run in
+    assets/gpu/class_grading.md checks that no grading process held a GPU beside one that timed.)"""
     records = [json.loads(p.read_text()) for p in rayed["logs"].glob(f"*/{L}/*/result.json")]
     runs = [r for r in records if "task_started" in r]
     assert len(runs) >= len(klass[1]) * len(ONLY) - rayed["stored"]
     assert all(len(r["task_gpu_ids"]) == 1 for r in runs)
     assert {r["task_gpu_ids"][0] for r in runs} == {"0", "1"}
+    gpu_of = {}
+    for r in runs:
+        gpu_of.setdefault(r["task_pid"], set()).add(r["task_gpu_ids"][0])
+    # one process per GPU graded its jobs: two per run (the fixture's run stopped, then the one resuming it)
+    assert all(len(g) == 1 for g in gpu_of.values()) and len(gpu_of) <= 4, gpu_of
     held = [r for r in runs if "holds" in r]
     assert held and all(r["gpu_slot"] == r["task_gpu_ids"][0] for r in held)
-    shared, whole = rayed["options"]
-    assert shared["num_gpus"] == 0.5 and shared["num_cpus"] == 1
-    assert whole["num_gpus"] == 1 and whole["num_cpus"] == 2
+    assert rayed["options"]["num_gpus"] == 1 and rayed["options"]["max_concurrency"] == 2
+    assert sorted(g["gpu"] for g in rayed["graders"]) == ["0", "1"]
     assert rayed["grader_started_a_cluster"] is False  # it joined the running one, and left it up
-
 
 def test_store_keys_ignore_outputs_and_never_hold_the_secret(klass, queued):
     course, subs, _ = klass
@@ -363,104 +369,34 @@ def test_stop_while_waiting_for_a_gpu_raises():
     assert out == ["stopped"]
 
 
-def test_a_hold_given_back_after_tuning_is_shared_at_once_and_keeps_a_waiting_timer_out(tmp_path):
+def test_a_hold_given_back_after_tuning_is_shared_at_once_and_keeps_a_waiting_timer_out():
     """``share`` (a tuning worker's hold once its tuning is timed) makes an alone hold a shared one with no gap: a
-    timed hold already waiting still waits for it to end, and does start then; between processes (NodeGpuLock)
-    the shared lock lets untimed holds in and still keeps a timed one out."""
-    from kernellab.grading.slots import NodeGpuLock
-    one = GpuSlots(1)  # one object for a queue's threads; a NodeGpuLock of its own per process
-    for slots, theirs in ((one, one), (NodeGpuLock("6", tmp_path), NodeGpuLock("6", tmp_path))):
-        order = []
-        hold = slots.hold(True)
-        held = hold.__enter__()
+    timed hold already waiting still waits for it to end, and does start then; untimed holds may start beside it
+    once no timer waits."""
+    slots, order = GpuSlots(1), []
+    hold = slots.hold(True)
+    held = hold.__enter__()
 
-        def timed(theirs=theirs):
-            with theirs.hold(True):
-                order.append("timer")
-        t = threading.Thread(target=timed)
-        t.start()
-        time.sleep(0.3)  # the timer waits for our alone hold
-        slots.share(held)
-        assert not held.alone
-        time.sleep(0.3)
-        assert order == []  # not beside us: we still run
-        hold.__exit__(None, None, None)
-        t.join(timeout=10)
-        assert order == ["timer"]
-    first = NodeGpuLock("4", tmp_path)
-    hold = first.hold(True)
-    first.share(hold.__enter__())
-    t0 = time.monotonic()
-    with NodeGpuLock("4", tmp_path).hold(False):  # untimed work beside a hold given back
-        assert time.monotonic() - t0 < 5
+    def timed():
+        with slots.hold(True):
+            order.append("timer")
+    t = threading.Thread(target=timed)
+    t.start()
+    time.sleep(0.3)  # the timer waits for our alone hold
+    slots.share(held)
+    assert not held.alone
+    time.sleep(0.3)
+    assert order == []  # not beside us: we still run
     hold.__exit__(None, None, None)
-
-
-def test_node_gpu_lock_keeps_the_rule_between_processes(tmp_path):
-    """NodeGpuLock (a Ray node's tasks, each in its own process): untimed holds share the GPU, a timed hold has
-    it alone, a timed hold waiting lets no new untimed one start (it is not starved), and a process killed while
-    holding the GPU (a cancelled Ray task) leaves it free."""
-    from kernellab.grading.slots import NodeGpuLock, held_for_one_process
-    spans, lock = [], threading.Lock()
-
-    def job(k: int):
-        gpu = NodeGpuLock("7", tmp_path)  # one per job, as each Ray task makes its own
-        with held_for_one_process(gpu, False) as held:
-            time.sleep(0.02)
-            if k % 4 == 0:  # a judge that starts beside others, then times
-                held.go_alone()
-                time.sleep(0.02)
-        with lock:
-            spans.extend(held.spans)
-    threads = [threading.Thread(target=job, args=(k,)) for k in range(12)]
-    [t.start() for t in threads]
-    [t.join(timeout=60) for t in threads]
-    assert not any(t.is_alive() for t in threads) and len(spans) == 15
-    alone = [s for s in spans if s[2]]
-    assert len(alone) == 3
-    for a in alone:
-        assert not [o for o in spans if o is not a and o[0] < a[1] and o[1] > a[0]], a
-    shared = sorted(s for s in spans if not s[2])
-    assert any(b[0] < a[1] for a, b in zip(shared, shared[1:]))  # untimed work side by side
-
-    order = []
-    first = NodeGpuLock("8", tmp_path)
-    with first.hold(False):
-        def timed():
-            with NodeGpuLock("8", tmp_path).hold(True):
-                order.append("timed")
-                time.sleep(0.1)
-
-        def untimed():
-            with NodeGpuLock("8", tmp_path).hold(False):
-                order.append("untimed")
-        t1 = threading.Thread(target=timed)
-        t1.start()
-        time.sleep(0.2)  # the timed hold now waits for `first`
-        t2 = threading.Thread(target=untimed)
-        t2.start()
-        time.sleep(0.2)
-        assert order == []  # the new untimed hold waits behind the timed one
-    t1.join(timeout=10), t2.join(timeout=10)
-    assert order == ["timed", "untimed"]
-
-    code = ("import sys, time; from kernellab.grading.slots import NodeGpuLock\n"
-            "with NodeGpuLock('9', sys.argv[1]).hold(True):\n    print('held', flush=True); time.sleep(600)")
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "autograder"), os.environ.get("PYTHONPATH", "")])}
-    proc = subprocess.Popen([sys.executable, "-c", code, str(tmp_path)], stdout=subprocess.PIPE, text=True, env=env)
-    try:
-        assert proc.stdout.readline().strip() == "held"
-        stop = threading.Event()
-        threading.Timer(0.3, stop.set).start()
-        with pytest.raises(KeyboardInterrupt):  # held by the other process: waits until stopped
-            with NodeGpuLock("9", tmp_path).hold(False, stop):
-                pass
-    finally:
-        proc.kill()
-        proc.wait()
+    t.join(timeout=10)
+    assert order == ["timer"]
+    hold = slots.hold(True)
+    slots.share(hold.__enter__())
     t0 = time.monotonic()
-    with NodeGpuLock("9", tmp_path).hold(False):
-        assert time.monotonic() - t0 < 5  # the kernel dropped the dead process's lock
+    with slots.hold(False):  # untimed work beside a hold given back, no timer waiting
+        assert time.monotonic() - t0 < 1
+    hold.__exit__(None, None, None)
+    assert slots._alone == [False] and slots._shared == [0]
 
 
 def test_a_job_out_of_memory_beside_others_is_graded_again_with_its_gpu_alone(tmp_path, monkeypatch):
@@ -503,43 +439,26 @@ def test_a_job_out_of_memory_beside_others_is_graded_again_with_its_gpu_alone(tm
     assert "graded again with the GPU alone" in classqueue.describe(out)
 
 
-def test_ray_grades_again_in_a_whole_gpu_task_only_after_sharing_its_gpu():
-    """RayGrader.grade with stand-in tasks: a task sharing its GPU that ran out of memory is graded once more in a
-    task holding the whole GPU (its record says so); with one task per GPU, or a grading that merely failed its
-    checks, nothing is graded twice."""
+def test_ray_places_jobs_on_its_graders_as_the_queue_places_them_on_gpus():
+    """RayGrader.grade with stand-in graders: a job goes to the grader with the fewest jobs in progress, a speed
+    problem to the one with the fewest speed problems first; each grader's own rule (a GpuSlots of its GPU, the
+    queue's, graded again alone after running out of memory beside others) is the queue's, tested there."""
     from kernellab.grading.cluster import RayGrader
+    got = []
 
-    class Task:
-        def __init__(self, message, record=None):
-            self.message, self.record, self.calls = message, record or {}, 0
-
-        def remote(self, *args):
-            self.calls += 1
-            return {"fraction": 0.0 if "memory" in self.message else 1.0, "message": self.message, "details": {},
-                    "record": dict(self.record)}
-
-    def grader(per_gpu, first_message, first_record=None):
-        g = RayGrader.__new__(RayGrader)  # no cluster: the tasks are stand-ins, _wait hands their result back
-        g.per_gpu, g._shared, g._whole = per_gpu, Task(first_message, first_record), Task("ok")
-        g._wait = lambda ref: ref
-        return g
-
-    p = problems_of(L)["add_correct"]
+    class Grader:
+        def __init__(self, k):
+            self.grade = types.SimpleNamespace(remote=lambda *args: got.append(k) or {
+                "fraction": 1.0, "message": "ok", "details": {}, "record": {}})
+    g = RayGrader.__new__(RayGrader)  # no cluster: the graders are stand-ins, _wait hands their result back
+    g.graders, g._lock, g._wait = [Grader(0), Grader(1)], threading.Lock(), lambda ref: ref
+    g._jobs, g._timed = [3, 1], [0, 1]  # in progress: grader 0 has more jobs, grader 1 a speed problem
     nb = S.filled(*C._notebooks(L))
-    g = grader(2, "torch.OutOfMemoryError: CUDA out of memory")
-    outcome, record = g.grade(p, nb, 1, {}, {}, L)
-    assert (g._shared.calls, g._whole.calls) == (1, 1) and outcome.fraction == 1.0 and record["regraded_alone"]
-    for per_gpu, message in ((1, "torch.OutOfMemoryError: CUDA out of memory"), (2, "Wrong at B=1: max error 3")):
-        g = grader(per_gpu, message)
-        outcome, record = g.grade(p, nb, 1, {}, {}, L)
-        assert (g._shared.calls, g._whole.calls) == (1, 0) and "regraded_alone" not in record
-    # Timed short of memory beside other tasks (the allocator freed its cache and retried): its score stands only
-    # when graded alone, so a shared task is graded again; a task with the GPU to itself keeps its measurement.
-    for per_gpu, regraded in ((2, True), (1, False)):
-        g = grader(per_gpu, "ok: 1.02x the baseline", {"alloc_retries": 30})
-        outcome, record = g.grade(p, nb, 1, {}, {}, L)
-        assert (g._whole.calls == 1) == regraded and bool(record.get("regraded_alone")) == regraded
-
+    outcome, _ = g.grade(problems_of(L)["add_correct"], nb, 1, {}, {}, L)
+    assert outcome.fraction == 1.0 and got == [1]  # fewest jobs
+    g.grade(problems_of(L)["add_bandwidth"], nb, 1, {}, {}, L)
+    assert got == [1, 0]  # fewest speed problems, though it has more jobs
+    assert g._jobs == [3, 1] and g._timed == [0, 1]  # each job gave its place back
 
 def test_timing_cores_are_kept_per_gpu_where_cores_spare():
     """grading/cores.py: two cores per GPU for its timed process, the highest-numbered, and the untimed processes

@@ -58,7 +58,7 @@ def main(argv=None) -> int:
     t.add_argument("--gpus", default="all",
                    help="autograde: how many of this machine's GPUs to grade on ('all', the default, or a number)")
     t.add_argument("--ray", default=None, metavar="local|ADDRESS",
-                   help="autograde: run the jobs as Ray tasks, on a local Ray cluster of this machine ('local') or "
+                   help="autograde: run the jobs on Ray (a grader per GPU), on a local Ray cluster of this machine ('local') or "
                         "on the cluster at ADDRESS (needs pip install \"kernellab[cluster]\")")
     t.add_argument("--force", action="store_true",
                    help="autograde: grade again even what the result store holds")

@@ -11,7 +11,7 @@ runs beside other work and only its judge's timing waits for a quiet GPU. Speed 
 the others. Each process may run as many CPU threads as its share of the cores (``cores.threads_each``). Each
 result is stored as soon as it is graded; a result already stored is reused (unless ``force``), so a run
 stopped by Ctrl-C resumes where it stopped. With ``ray`` (an address, or "local") the
-same jobs run as Ray tasks instead (grading/cluster.py).
+same jobs run on Ray instead, by a grader per GPU of the cluster (grading/cluster.py).
 """
 from __future__ import annotations
 
@@ -54,7 +54,7 @@ def default_jobs(gpus: int | None = None) -> int:
 
 def ray_local_init(gpus: int | None, init: dict | None = None, on_machine: int | None = None) -> dict | None:
     """``ray.init`` arguments for a local Ray cluster given ``gpus`` of this machine's GPUs (``on_machine``: how
-    many it has, default counted; 0 on a CPU): Ray is told of only those, and hands its tasks GPUs 0..gpus-1.
+    many it has, default counted; 0 on a CPU): Ray is told of only those, and hands its graders GPUs 0..gpus-1.
     ``init`` unchanged where every GPU is meant or there is none."""
     if on_machine is None:
         from ..device import DEVICE
@@ -161,7 +161,7 @@ def grade_class(course, lesson: str, jobs: int | None = None, force: bool = Fals
     running = {}
     pool = ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="kl-grade")
     # Only the GPUs this run was given, so a run on one GPU of two is not averaged with the idle other: the queue's,
-    # or a local Ray cluster's (its tasks have GPUs 0..N-1); another machine's cluster: this machine's, as before.
+    # or a local Ray cluster's (its graders have GPUs 0..N-1); another machine's cluster: this machine's, as before.
     if slots is not None:
         sampled = slots.visible[:slots.n]
     else:
@@ -197,7 +197,7 @@ def grade_class(course, lesson: str, jobs: int | None = None, force: bool = Fals
     except KeyboardInterrupt:
         summary["interrupted"] = True
         queue.clear()
-        harness.interrupt()  # running gradings kill their children (or cancel their Ray tasks) and stop
+        harness.interrupt()  # running gradings kill their children (or the Ray graders) and stop
         for fut in running:
             fut.cancel()
         wait(list(running))

@@ -1,23 +1,24 @@
-"""Grading a class on a Ray cluster: the class queue's jobs as Ray tasks (``kernellab term autograde LESSON
+"""Grading a class on a Ray cluster: the class queue's jobs graded by Ray actors (``kernellab term autograde LESSON
 --ray local`` or ``--ray ADDRESS``; Ray is the optional extra ``kernellab[cluster]``).
 
 The instructor's process (the driver) keeps what the local queue keeps: the course secret, the result store, the
-logs and, afterwards, nbgrader's gradebook. For each job it sends one task the lesson, the problem's id, the
-notebook's text and that problem's seed, derived from the secret on the driver (the secret never leaves it).
-The task grades with the same harness as the local queue, in fresh worker and judge processes on its node, and
-returns plain data, which the driver stores under its own device's key (nbgrader, run on the driver, reads it).
+logs and, afterwards, nbgrader's gradebook. Each GPU of the cluster gets one grader (``GpuGrader``, a Ray actor
+holding that GPU), which grades as the local queue does on one GPU: its jobs in threads, each job's worker and judge
+processes forked from one warm zygote, under the queue's rule for its GPU (slots.GpuSlots: untimed processes share
+it, a judge that times and a speed problem's worker while it tunes have it alone, a grading that ran out of GPU
+memory or died beside others is graded once more alone) and on the CPU cores kept for that GPU on its node. The
+driver sends a job (the lesson, the problem's id, the notebook's text and that problem's seed, derived from the
+secret on the driver: the secret never leaves it) to the grader with the fewest jobs, a speed problem to the one with
+the fewest speed problems, as the queue places jobs on its GPUs; the grader returns plain data, which the driver
+stores under its own device's key (nbgrader, run on the driver, reads it).
 
-Placement is Ray's, from what each task asks for: one CPU and a share of one GPU (1/N of it, N = jobs per GPU).
-Within a node, the tasks on one GPU keep the local queue's rule between their grading processes
-(slots.NodeGpuLock, file locks): workers and untimed judges share the GPU, a judge that times starts beside them
-and has the GPU alone from the moment it times until it ends; a speed problem's worker has it alone while its
-autotuning is timed, then shares it again (a program timed in its worker, lesson 06's whole block, has it alone
-from its start). A grading that ran out of GPU memory or died beside other tasks is graded
-once more in a task that asks Ray for the whole GPU. A node's ceilings are measured by its first task, with its GPU
-alone, then read from the cache file by the others. A task that dies
-costs its problem ("Grading this problem failed", not stored: a rerun tries again). Ctrl-C cancels every task with
-force (its processes are killed, and the grading processes they started die with them; the kernel drops their
-locks) and, for ``--ray local``, stops the cluster.
+One process per GPU, not a Ray task per job: on two H200s, 24 tasks each started a Python, torch and a zygote of
+their own (9-16 s before the first one graded anything), and Ray, not the driver, chose their GPUs (34 and 26
+problems of lesson 02; one GPU idle for the last 35 s). A cluster without GPUs gets one grader per node.
+A grader measures its GPU's ceilings with the GPU alone, or reads them from its node's cache file. A grader that
+dies costs the problems it was grading ("Grading this problem failed", not stored: a rerun tries again); Ray starts
+it again for the rest. Ctrl-C kills every grader (the grading processes they started die with them) and, for
+``--ray local``, stops the cluster.
 """
 from __future__ import annotations
 
@@ -25,10 +26,10 @@ import functools
 import math
 import os
 import socket
+import threading
 import time
 
 from ..paths import package_root, pythonpath_with_package
-from .slots import once_more_alone
 
 LOCAL = "local"
 _BUDGETS = ("COMPILE_BUDGET", "RUN_BUDGET", "LOAD_BUDGET")
@@ -36,9 +37,9 @@ _BUDGETS = ("COMPILE_BUDGET", "RUN_BUDGET", "LOAD_BUDGET")
 
 def _node_facts(gpu_lock=None):
     """This node's ceilings and device facts. Measured (copy bandwidth, matmul) once per GPU model, then read
-    from the cache file: the first task of a run measures them with its GPU alone (``gpu_lock``, as a timing
-    holds it), so that tasks starting together do not measure side by side, or beside a judge that times. Later
-    calls read them from this process's memory (ceilings._cache)."""
+    from the node's cache file: a grader measures them with its GPU alone (``gpu_lock``: its slots, held as a
+    timing holds them), never beside a judge that times. Later calls read them from this process's memory
+    (ceilings._cache)."""
     from ..ceilings import ceilings_known, measure_ceilings
     from ..learner import facts
     if gpu_lock is not None and not ceilings_known():
@@ -49,7 +50,7 @@ def _node_facts(gpu_lock=None):
 
 @functools.lru_cache(maxsize=1)
 def _node_gpus() -> int:
-    """How many GPUs this task's node gives Ray (asked once per worker process)."""
+    """How many GPUs this process's node gives Ray (asked once per process)."""
     import ray
     me = ray.get_runtime_context().get_node_id()
     node = next((n for n in ray.nodes() if n.get("NodeID") == me), {})
@@ -69,28 +70,45 @@ def _task_start(budgets: dict):
     return time.time()
 
 
-def grade_task(lesson: str, problem_id: str, nb_text: str, seed: int, budgets: dict) -> dict:
-    """One job, on a Ray worker: grade one problem of one notebook with the harness, as the local queue does,
-    its grading processes holding this task's GPU by the node's locks (NodeGpuLock)."""
-    import nbformat
-    import ray
+class GpuGrader:
+    """One GPU of the cluster (or one node of a cluster without GPUs), grading up to ``jobs`` problems at once: a
+    Ray actor (``RayGrader`` makes it one) whose threads each grade one job with the harness, under the local
+    queue's rule for its GPU."""
 
-    from ..lessons import problems_of
-    from . import harness
-    from .slots import NodeGpuLock
-    started = _task_start(budgets)
-    p = problems_of(lesson)[problem_id]
-    nb = nbformat.reads(nb_text, as_version=4)
-    gpus = [str(g) for g in ray.get_gpu_ids()]
-    # no GPU: nothing is timed, nothing to share; the node's GPU count places its timing cores (grading/cores.py)
-    slots = NodeGpuLock(gpus[0], index=_gpu_index(gpus[0]), gpus=_node_gpus()) if gpus else None
-    ceil, facts = _node_facts(slots)
-    with harness.use_slots(slots):
-        outcome, record = harness.grade_problem(p, nb, seed, ceil, facts, lesson)
-    record.update({"node": socket.gethostname(), "task_gpu_ids": gpus, "task_pid": os.getpid(),
-                   "task_started": started, "task_ended": time.time()})
-    return {"fraction": outcome.fraction, "message": str(outcome.message),
-            "details": harness._jsonable(outcome.details), "record": harness._jsonable(record)}
+    def __init__(self, budgets: dict, jobs: int):
+        """``budgets``: the driver's (a test's short ones hold here too); ``jobs``: this grader's jobs at once."""
+        import ray
+
+        from . import harness
+        from .slots import GpuSlots
+        _task_start(budgets)
+        gpus = [str(g) for g in ray.get_gpu_ids()]
+        self.gpu = gpus[0] if gpus else None
+        node = _node_gpus() if gpus else 1
+        # Its one GPU, placed among the node's for the cores kept per GPU, the node's jobs sharing the untimed cores.
+        self.slots = GpuSlots(1, visible=gpus[:1] or None, jobs=jobs * node, first=_gpu_index(self.gpu), node_gpus=node)
+        harness._SLOTS = self.slots  # the whole process grades for this GPU (harness.use_slots, for good)
+        self.grade_one = self.slots.grader(lambda *a: harness.grade_problem(*a), harness._STOP)
+        self.ceil, self.facts = _node_facts(self.slots if gpus else None)
+
+    def grade(self, lesson: str, problem_id: str, nb_text: str, seed: int) -> dict:
+        import nbformat
+
+        from ..lessons import problems_of
+        from . import harness
+        started = time.time()
+        p = problems_of(lesson)[problem_id]
+        outcome, record = self.grade_one(p, nbformat.reads(nb_text, as_version=4), seed, self.ceil, self.facts, lesson)
+        for key in ("gpu_slot", "judge_gpu_slot"):  # the node's id for the GPU (the slot here is always 0)
+            if key in record and self.gpu is not None:
+                record[key] = self.gpu
+        record.update({"node": socket.gethostname(), "task_gpu_ids": [self.gpu] if self.gpu is not None else [],
+                       "task_pid": os.getpid(), "task_started": started, "task_ended": time.time()})
+        return {"fraction": outcome.fraction, "message": str(outcome.message),
+                "details": harness._jsonable(outcome.details), "record": harness._jsonable(record)}
+
+    def where(self) -> dict:
+        return {"node": socket.gethostname(), "gpu": self.gpu, "pid": os.getpid()}
 
 
 def connect(address: str, jobs: int | None = None, init: dict | None = None) -> bool:
@@ -117,7 +135,8 @@ def connect(address: str, jobs: int | None = None, init: dict | None = None) -> 
 
 
 class RayGrader:
-    """Connects to (or, for ``local``, starts) a Ray cluster; ``grade`` is harness.grade_stored's ``grade``."""
+    """Connects to (or, for ``local``, starts) a Ray cluster and starts its graders: one per GPU, or one per node
+    where the cluster has no GPU; ``grade`` is harness.grade_stored's ``grade``."""
 
     def __init__(self, address: str, jobs: int | None = None, init: dict | None = None):
         import ray
@@ -126,29 +145,48 @@ class RayGrader:
         res = ray.cluster_resources()
         self.cpus, self.gpus = int(res.get("CPU", 1)), int(res.get("GPU", 0))
         self.jobs = max(1, int(jobs or self.cpus))
-        self.per_gpu = per_gpu = max(1, math.ceil(self.jobs / self.gpus)) if self.gpus else 0
-        # max_calls=0: a Ray worker grades task after task (Ray's default for a task with a GPU is a fresh
-        # process per task: a Python, torch, this node's ceilings and a zygote started again for every problem).
-        # Its grading processes get each task's GPU (Ray sets CUDA_VISIBLE_DEVICES per task; a zygote is per GPU).
-        reuse = {"max_retries": 0, "max_calls": 0}
-        self._shared = ray.remote(num_cpus=1, num_gpus=(1.0 / per_gpu) if self.gpus else 0, **reuse)(grade_task)
-        self._whole = ray.remote(num_cpus=min(2, self.cpus), num_gpus=1 if self.gpus else 0, **reuse)(grade_task)
+        nodes = [n for n in ray.nodes() if n.get("Alive") and n.get("Resources", {}).get("CPU")]
+        count = self.gpus or max(1, len(nodes))
+        self.per_grader = max(1, math.ceil(self.jobs / count))
+        from . import harness
+        budgets = {name: getattr(harness, name) for name in _BUDGETS}
+        # max_restarts: a grader that died is started again for the jobs after; the jobs it held fail (not stored).
+        actor = ray.remote(num_cpus=1, num_gpus=1 if self.gpus else 0, max_concurrency=self.per_grader,
+                           max_restarts=2, max_task_retries=0)(GpuGrader)
+        if self.gpus:
+            self.graders = [actor.remote(budgets, self.per_grader) for _ in range(count)]
+        else:  # one per node: a CPU cluster's nodes are what there is to spread over
+            from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+            self.graders = [actor.options(scheduling_strategy=NodeAffinitySchedulingStrategy(n["NodeID"], soft=False))
+                            .remote(budgets, self.per_grader) for n in nodes] or [actor.remote(budgets, self.per_grader)]
+        self._options = actor._default_options
+        self._lock = threading.Lock()
+        self._jobs, self._timed = [0] * len(self.graders), [0] * len(self.graders)
+        self._killed = False
 
     def describe(self) -> str:
-        return f"Ray {'local cluster' if self.address == LOCAL else self.address}: {self.cpus} CPUs, {self.gpus} GPUs"
+        return (f"Ray {'local cluster' if self.address == LOCAL else self.address}: {self.cpus} CPUs, {self.gpus} GPUs, "
+                f"{len(self.graders)} graders")
 
     def grade(self, p, nb, seed, ceil, facts, lesson):
+        """One job on the grader with the fewest jobs (a speed problem: the fewest speed problems first, whose alone
+        work each GPU does one after another), as the queue places jobs on its GPUs."""
         import nbformat
 
         from ..problems.base import Outcome
-        from . import harness
-        args = (lesson, p.id, nbformat.writes(nb), int(seed), {name: getattr(harness, name) for name in _BUDGETS})
-
-        def run(task):
-            out = self._wait(task.remote(*args))
-            return Outcome(p.id, out["fraction"], out["message"], out["details"]), out["record"]
-        # out of memory or died beside other tasks on its GPU: once more, in a task holding the whole GPU
-        return once_more_alone(run(self._shared), self.per_gpu > 1, lambda: run(self._whole))
+        timed = getattr(p, "kind", None) == "speed"
+        with self._lock:
+            g = min(range(len(self.graders)),
+                    key=lambda i: (self._timed[i], self._jobs[i]) if timed else self._jobs[i])
+            self._jobs[g] += 1
+            self._timed[g] += timed
+        try:
+            out = self._wait(self.graders[g].grade.remote(lesson, p.id, nbformat.writes(nb), int(seed)))
+        finally:
+            with self._lock:
+                self._jobs[g] -= 1
+                self._timed[g] -= timed
+        return Outcome(p.id, out["fraction"], out["message"], out["details"]), out["record"]
 
     def _wait(self, ref):
         from . import harness
@@ -157,13 +195,23 @@ class RayGrader:
             if ready:
                 try:
                     return self.ray.get(ref)
-                except self.ray.exceptions.RayError as exc:  # the task or its worker died: this problem only
-                    raise RuntimeError(f"the Ray task failed: {type(exc).__name__}: {str(exc)[:300]}") from None
+                except self.ray.exceptions.RayError as exc:  # the grader died: this problem only
+                    raise RuntimeError(f"the Ray grader failed: {type(exc).__name__}: {str(exc)[:300]}") from None
             if harness._STOP.is_set():
-                self.ray.cancel(ref, force=True)
+                self.kill()
                 raise KeyboardInterrupt("grading interrupted")
 
+    def kill(self) -> None:
+        """End every grader now (Ctrl-C): their grading processes die with them."""
+        with self._lock:
+            if self._killed:
+                return
+            self._killed = True
+        for g in self.graders:
+            self.ray.kill(g, no_restart=True)
+
     def close(self) -> None:
+        self.kill()
         if self.started:
             self.ray.shutdown()
             self.started = False

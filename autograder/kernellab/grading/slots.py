@@ -21,16 +21,13 @@ kernels) never waits for a core that compiling or autotuning took.
 
 Grading one notebook (nbgrader, ``kernellab grade``) uses no slots: one process at a time is alone anyway.
 
-``NodeGpuLock`` is the same rule between processes (Ray tasks on one node, grading/cluster.py), kept with file
-locks, which the kernel drops when a process dies, so a killed task never leaves its GPU held.
+On a Ray cluster each GPU's grader (grading/cluster.py) keeps the same rule with a GpuSlots of its one GPU.
 """
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
 import pathlib
-import tempfile
 import threading
 import time
 
@@ -38,13 +35,16 @@ from .cores import threads_each, timing_cores, untimed_cores
 
 
 class GpuSlots:
-    def __init__(self, gpus: int = 1, visible: list[str] | None = None, jobs: int | None = None):
+    def __init__(self, gpus: int = 1, visible: list[str] | None = None, jobs: int | None = None,
+                 first: int = 0, node_gpus: int | None = None):
         """``gpus``: how many GPUs (or, on a CPU, how many independent slots); ``visible``: each one's
         CUDA_VISIBLE_DEVICES value (default: this process's own list, or 0..gpus-1); ``jobs``: how many grade at
-        once, whose processes then share the untimed cores out for their CPU threads (``thread_env``; None: no
-        cap)."""
+        once on this machine, whose processes then share the untimed cores out for their CPU threads
+        (``thread_env``; None: no cap). ``first`` and ``node_gpus``: where these GPUs are among the machine's, for
+        the cores kept per GPU (a Ray node's grader holds one GPU of several: grading/cluster.py)."""
         self.n = max(1, int(gpus))
-        self.threads = threads_each(jobs, self.n) if jobs else None
+        self.first, self.node_gpus = int(first), max(self.n, int(node_gpus or self.n))
+        self.threads = threads_each(jobs, self.node_gpus) if jobs else None
         if visible is None:
             own = [v for v in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if v.strip()]
             visible = own[:self.n] if len(own) >= self.n else [str(i) for i in range(self.n)]
@@ -98,7 +98,7 @@ class GpuSlots:
     def cores(self, alone: bool) -> set:
         """CPU cores for a process of the calling thread's job: its GPU's timing cores when it times, else the
         untimed ones (empty: no cores kept, it runs anywhere)."""
-        return timing_cores(self.gpu(), self.n) if alone else untimed_cores(self.n)
+        return timing_cores(self.first + self.gpu(), self.node_gpus) if alone else untimed_cores(self.node_gpus)
 
     @contextlib.contextmanager
     def hold(self, alone: bool, stop: threading.Event | None = None):
@@ -219,15 +219,15 @@ def held_for_one_process(slots, alone: bool, stop: threading.Event | None = None
 
 
 class Held:
-    """One hold of a GPU (what ``hold`` yields): which GPU, whether alone now (``share`` ends that), and for
-    NodeGpuLock the lock file it holds."""
+    """One hold of a GPU (what ``hold`` yields): which GPU, whether alone now (``share`` ends that), and whether
+    the job holds it alone for good (``whole_gpu``)."""
 
-    def __init__(self, gpu, alone: bool, whole: bool = False, lock=None):
-        self.gpu, self.alone, self.whole, self.lock = gpu, alone, whole, lock
+    def __init__(self, gpu, alone: bool, whole: bool = False):
+        self.gpu, self.alone, self.whole = gpu, alone, whole
 
 
 class _Holder:
-    """One process's hold on its job's GPU (GpuSlots.process, NodeGpuLock.process). ``spans``: when each hold
+    """One process's hold on its job's GPU (GpuSlots.process). ``spans``: when each hold
     was had, [start, end, alone] in wall-clock seconds (what a run's records show of who shared a GPU)."""
 
     def __init__(self, slots, stop):
@@ -262,67 +262,6 @@ class _Holder:
         now = time.time()
         self.spans[-1][1] = now
         self.spans.append([now, None, False])
-
-
-class NodeGpuLock:
-    """GpuSlots' rule for one GPU between the processes of one node (each Ray task grades in its own process):
-    a shared file lock per untimed process, an exclusive one per timed process. A timed process first takes a
-    second file (the gate), which new untimed processes must pass, so timing is not starved by a stream of
-    untimed work; it waits only for those already running. The kernel drops a dead process's locks."""
-
-    def __init__(self, gpu_id: str, folder: str | os.PathLike | None = None, index: int = 0, gpus: int = 1):
-        """``index``/``gpus``: this GPU's place among the node's GPUs, and how many it has (cores kept per GPU)."""
-        self.id, self.index, self.gpus = str(gpu_id), index, gpus
-        base = pathlib.Path(folder or pathlib.Path(tempfile.gettempdir()) / f"kernellab-gpu-locks-{os.getuid()}")
-        base.mkdir(parents=True, exist_ok=True)
-        self._lock, self._gate = base / f"gpu-{self.id}.lock", base / f"gpu-{self.id}.gate"
-
-    def gpu(self) -> str:
-        return self.id
-
-    def env(self) -> dict:
-        return {}  # Ray has set this process's CUDA_VISIBLE_DEVICES; its children inherit it
-
-    def thread_env(self) -> dict:
-        return {}  # Ray sets OMP_NUM_THREADS to a task's CPUs (1 for a shared grading task); children inherit it
-
-    def cores(self, alone: bool) -> set:
-        return timing_cores(self.index, self.gpus) if alone else untimed_cores(self.gpus)
-
-    def process(self, alone: bool, stop: threading.Event | None = None):
-        return held_for_one_process(self, alone, stop)
-
-    @contextlib.contextmanager
-    def hold(self, alone: bool, stop: threading.Event | None = None):
-        with open(self._lock, "a+") as lock:
-            if alone:
-                with open(self._gate, "a+") as gate:
-                    self._flock(gate, fcntl.LOCK_EX, stop)  # held until the GPU is had: no new untimed start
-                    self._flock(lock, fcntl.LOCK_EX, stop)
-            else:
-                with open(self._gate, "a+") as gate:  # pass the gate (not held: untimed ones do not queue)
-                    self._flock(gate, fcntl.LOCK_EX, stop)
-                self._flock(lock, fcntl.LOCK_SH, stop)
-            yield Held(self.id, alone, lock=lock)  # closing the file drops the lock
-
-    def share(self, held: Held, stop: threading.Event | None = None) -> None:
-        """Trade the exclusive lock for a shared one. The kernel drops one before it places the other, so a timed
-        process already waiting may take the GPU between: this one then waits (its process waits for the word to go
-        on) until that has ended, and never runs beside it."""
-        if held.alone:
-            self._flock(held.lock, fcntl.LOCK_SH, stop)
-            held.alone = False
-
-    @staticmethod
-    def _flock(f, how: int, stop) -> None:
-        while True:  # polled, so that a Ctrl-C (stop) is seen while waiting
-            try:
-                fcntl.flock(f, how | fcntl.LOCK_NB)
-                return
-            except BlockingIOError:
-                if stop is not None and stop.is_set():
-                    raise KeyboardInterrupt("grading interrupted") from None
-                time.sleep(0.02)
 
 
 def out_of_memory(message: str) -> bool:

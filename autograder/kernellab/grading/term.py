@@ -3,7 +3,7 @@
     kernellab term preflight LESSON   # every submission: parses, every grade_id present, code rules, GPU it ran on
     kernellab term autograde LESSON [--jobs N] [--gpus N] [--ray local|ADDRESS] [--force]
                                       # every (student, problem) graded into the result store by N concurrent
-                                      # jobs on every GPU (timing alone on its GPU), or as Ray tasks, then
+                                      # jobs on every GPU (timing alone on its GPU), or on Ray graders, then
                                       # nbgrader autograde (one process for the class), which reads the store
     kernellab term feedback LESSON    # nbgrader generate_feedback (reasons and hints; no hidden tests or seeds)
     kernellab term export             # nbgrader export -> grades.csv
