@@ -196,3 +196,23 @@ print(json.dumps([outcome.fraction, outcome.message, sorted(p.name[:9] for p in 
     assert fraction == 0 and "wrote [40, 41, 42]" in message  # the learner's file was written and read back
     assert during, "the grading made no temporary folder of its own: this test would prove nothing"
     assert sorted(tmp_path.iterdir()) == []
+
+
+def test_the_steps_of_a_graded_run_share_its_budget_and_its_message(tmp_path):
+    # A speed worker reports the steps of its recorded call ("run-call", "run-keep"): each is held to the run's
+    # budget, and one that overruns is told as the graded run, not as loading.
+    import subprocess
+    import sys
+
+    from kernellab.grading import harness
+    code = ("import pathlib, sys, time\np = pathlib.Path(sys.argv[1]) / 'phase'\np.write_text('run')\n"
+            "time.sleep(0.2)\np.write_text('run-call')\ntime.sleep(60)\n")
+    proc = subprocess.Popen([sys.executable, "-c", code, str(tmp_path)], start_new_session=True)
+    seen = []
+    try:
+        why, phase = harness._watch(proc, tmp_path, {"run": 1.0, "load": 100.0}, None, seen)
+    finally:
+        proc.kill()
+        proc.wait()
+    assert phase == "run-call" and "the graded run took longer than its budget of 1 s" in why
+    assert [p[0] for p in seen][-2:] == ["run", "run-call"]

@@ -59,9 +59,11 @@ def _tune_alone(first_call, job_dir: pathlib.Path) -> bool:
     return True
 
 
-def _record_timed_call(fn, problem, seed: int, folder: pathlib.Path) -> dict:
+def _record_timed_call(fn, problem, seed: int, folder: pathlib.Path, phase=lambda name: None) -> dict:
     """One watched, recorded call at the timed size, on inputs of this process's own (the judge times the
-    replay on its own inputs). Returns {"records": [...]} or {"error": why}."""
+    replay on its own inputs). Returns {"records": [...]} or {"error": why}. ``phase`` reports its steps ("run":
+    the inputs, "run-call": the call, "run-keep": the record and its kernel files), which the process's record
+    keeps with their times: on two H200s this call took about 5 s, and other timed work waited behind it."""
     import torch
 
     from kernellab.guarded import guarded_copy
@@ -74,12 +76,14 @@ def _record_timed_call(fn, problem, seed: int, folder: pathlib.Path) -> dict:
     guards = [guarded_copy(t, "cuda") if isinstance(t, torch.Tensor) else None for t in inputs]
     views = [g.view if g is not None else t for g, t in zip(guards, inputs)]
     call = f"`{problem.names[0]}` at the timed size"
+    phase("run-call")
     try:
         with watched() as st, recording(guards) as rec:
             out = fn(*views)
         torch.cuda.synchronize()
     except Exception as exc:  # noqa: BLE001
         return {"error": describe_exception(exc, call)}
+    phase("run-keep")
     if st.misuse(call):
         return {"error": st.misuse(call)}
     outs = tuple(out) if isinstance(out, (tuple, list)) else (out,)
@@ -219,7 +223,7 @@ def main(jobdir: str, parent_pid: int) -> int:
             return finish(error=describe_exception(exc, f"`{problem.names[0]}` at the timed size"))
         phase("run")
         if record:  # the judge times a replay of this call; nothing is timed here
-            timed = _record_timed_call(fn, problem, job["seed"], job_dir / "kernels")
+            timed = _record_timed_call(fn, problem, job["seed"], job_dir / "kernels", phase)
             return finish(**{**timed, "error": tampered() or timed.get("error")})
         # Whole programs that are not replayed: only the candidate is timed here; the baseline is timed by a judge
         # process where no learner code was loaded (a torch.library registration here cannot slow it).

@@ -167,7 +167,7 @@ def _start_child(jobdir, interpreted, limit_s, module, result, extra_env: dict,
     if why is None and (proc.returncode != 0 or not (jobdir / result).exists()):
         code = proc.returncode
         how = f"signal {-code}" if code is not None and code < 0 else f"exit code {code}"
-        doing = {"compile": "compiling", "run": "running"}.get(phase, "loading")
+        doing = {"compile": "compiling", "run": "running"}.get("run" if phase.startswith("run") else phase, "loading")
         why = (f"The process running your code died ({how}) while {doing} "
                "it: os._exit, a crash inside a kernel or a fatal CUDA error (such as an illegal memory "
                "access from an unmasked load or store). Only this problem is affected.")
@@ -208,11 +208,13 @@ def _watch(proc, jobdir: pathlib.Path, budgets: dict, go_alone, seen: list,
                 (jobdir / "go-shared").write_text("go")
                 since = time.monotonic()
                 seen.append(["shared-go", round(time.time(), 3)])
-        if time.monotonic() - since > budgets.get(phase, RUN_BUDGET):
+        key = "run" if phase.startswith("run") else phase  # run-call, run-keep: steps of the graded run
+        limit = budgets.get(key, RUN_BUDGET)
+        if time.monotonic() - since > limit:
             what = {"compile": "compiling (and autotuning) your kernel",
-                    "run": "the graded run"}.get(phase, "loading your code")
+                    "run": "the graded run"}.get(key, "loading your code")
             zygote.kill_group(proc)
-            return (f"Stopped: {what} took longer than its budget of {budgets.get(phase):.0f} s. An endless "
+            return (f"Stopped: {what} took longer than its budget of {limit:.0f} s. An endless "
                     "loop, or a kernel far too slow for this size?"), phase
     return None, phase
 
