@@ -334,53 +334,6 @@ def test_gpu_slots_time_alone_and_share_otherwise():
     assert max(own[0] for _, alone, own, _ in seen if not alone) > 1  # untimed work side by side
 
 
-def test_a_timed_process_may_gather_others_before_its_gpu_closes():
-    """GpuSlots(gather_s=S): a waiting timed process closes its GPU to new untimed work only after S seconds, so
-    untimed work started meanwhile runs beside the one already running; the timer still starts only once none runs,
-    a second timer arriving meanwhile goes before any new untimed one, and once no timer waits the GPU opens
-    again. With S = 0 (the default) the GPU closes at once."""
-    for gather, untimed_starts_beside in ((0.0, False), (0.6, True)):
-        slots, events, lock = GpuSlots(1, gather_s=gather), [], threading.Lock()
-
-        def note(what):
-            with lock:
-                events.append(what)
-
-        def untimed(name, hold_s):
-            with slots.hold(False):
-                note(f"{name} on")
-                time.sleep(hold_s)
-            note(f"{name} off")
-
-        def timed(name):
-            with slots.hold(True):
-                note(f"{name} alone")
-                time.sleep(0.1)
-        first = threading.Thread(target=untimed, args=("u1", 1.0))
-        first.start()
-        time.sleep(0.1)
-        timers = [threading.Thread(target=timed, args=("t1",))]
-        timers[0].start()
-        time.sleep(0.1)  # the timer waits; within the gather time a new untimed one may still start
-        second = threading.Thread(target=untimed, args=("u2", 0.2))
-        second.start()
-        time.sleep(0.2)
-        timers.append(threading.Thread(target=timed, args=("t2",)))
-        timers[1].start()
-        time.sleep(0.7)  # past the gather time: the GPU has closed
-        late = threading.Thread(target=untimed, args=("u3", 0.0))
-        late.start()
-        for t in [first, second, late, *timers]:
-            t.join(timeout=10)
-        assert ("u2 on" in events[:3]) == untimed_starts_beside, events
-        on = {e.split()[0]: i for i, e in enumerate(events) if e.endswith(" on") or e.endswith(" alone")}
-        off = {e.split()[0]: i for i, e in enumerate(events) if e.endswith(" off")}
-        for t in ("t1", "t2"):  # alone: every untimed hold started before it has ended
-            assert all(off[u] < on[t] for u in ("u1", "u2") if on[u] < on[t]), events
-        assert on["t1"] < on["u3"] and on["t2"] < on["u3"], events  # timers first, then the GPU opens again
-        assert slots._waiting_since == [None] and slots._waiting == [0]
-
-
 def test_speed_problems_spread_over_the_gpus_by_their_own_count():
     """A speed problem goes to the GPU with the fewest speed problems in progress (each GPU does their alone work
     one after another), the others to the GPU with the fewest jobs."""

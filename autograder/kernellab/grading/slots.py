@@ -36,17 +36,12 @@ from .cores import threads_each, timing_cores, untimed_cores
 
 class GpuSlots:
     def __init__(self, gpus: int = 1, visible: list[str] | None = None, jobs: int | None = None,
-                 first: int = 0, node_gpus: int | None = None, gather_s: float | None = None):
+                 first: int = 0, node_gpus: int | None = None):
         """``gpus``: how many GPUs (or, on a CPU, how many independent slots); ``visible``: each one's
         CUDA_VISIBLE_DEVICES value (default: this process's own list, or 0..gpus-1); ``jobs``: how many grade at
         once on this machine, whose processes then share the untimed cores out for their CPU threads
         (``thread_env``; None: no cap). ``first`` and ``node_gpus``: where these GPUs are among the machine's, for
-        the cores kept per GPU (a Ray node's grader holds one GPU of several: grading/cluster.py). ``gather_s``
-        (default ``KERNELLAB_GATHER_S``, else 0): how long a timed process may wait before its GPU takes no new
-        untimed process. 0 closes the GPU at once; more lets other work start meanwhile, so that timed processes
-        arriving then are served by the same drain (an experiment: each closing waits for every untimed process
-        already running, which on lessons 02 and 04 kept a GPU waiting most of the run)."""
-        self.gather_s = float(os.environ.get("KERNELLAB_GATHER_S", "0") or 0) if gather_s is None else float(gather_s)
+        the cores kept per GPU (a Ray node's grader holds one GPU of several: grading/cluster.py)."""
         self.n = max(1, int(gpus))
         self.first, self.node_gpus = int(first), max(self.n, int(node_gpus or self.n))
         self.threads = threads_each(jobs, self.node_gpus) if jobs else None
@@ -58,7 +53,6 @@ class GpuSlots:
         self._shared = [0] * self.n  # untimed processes running on each GPU
         self._alone = [False] * self.n  # a timed process running on each GPU
         self._waiting = [0] * self.n  # timed processes waiting for each GPU
-        self._waiting_since = [None] * self.n  # since when one has waited (monotonic), None while none waits
         self._jobs = [0] * self.n  # jobs placed on each GPU
         self._timed_jobs = [0] * self.n  # of which speed problems (their timing and tuning need the GPU alone)
         self._placed = [0] * self.n  # jobs ever placed on each GPU (did another start beside mine?)
@@ -117,19 +111,15 @@ class GpuSlots:
         with self._cv:
             if alone:
                 self._waiting[g] += 1
-                if self._waiting_since[g] is None:
-                    self._waiting_since[g] = time.monotonic()
                 try:
                     while self._alone[g] or self._shared[g]:
                         self._wait(stop)
                 finally:
                     self._waiting[g] -= 1
-                    if not self._waiting[g]:
-                        self._waiting_since[g] = None
                 self._alone[g] = True
                 self.timed_runs += 1
             else:
-                while self._alone[g] or self._closed(g):
+                while self._alone[g] or self._waiting[g]:
                     self._wait(stop)
                 self._shared[g] += 1
         held = Held(g, alone)
@@ -142,12 +132,6 @@ class GpuSlots:
                 else:
                     self._shared[g] -= 1
                 self._cv.notify_all()
-
-    def _closed(self, g: int) -> bool:
-        """Whether GPU ``g`` takes no new untimed process: a timed one waits for it, and has waited ``gather_s``
-        (0: at once). Called under the lock."""
-        since = self._waiting_since[g]
-        return since is not None and time.monotonic() - since >= self.gather_s
 
     def share(self, held: "Held", stop: threading.Event | None = None) -> None:
         """Trade a hold of the GPU alone for a shared one, with no moment between in which another timed process
