@@ -132,3 +132,24 @@ def test_backward_tiles_widget_draws_without_a_browser():
     key_block = ui.children[0].children[0]
     key_block.value = 3  # moving a slider redraws without error
     assert key_block.value == 3
+
+
+def test_an_lse_near_zero_is_judged_at_the_scale_of_the_scores():
+    # One key (N = 1): the lse is the one score, which can be near 0; a correct kernel's fp32 rounding (about 1e-7
+    # of scores near 1) then read 2.4e-5 relative to that value, over fp32's 1e-5. Measured against a scale of at
+    # least 1 it passes; an lse that is wrong by more than rounding still fails.
+    import torch
+
+    from kernellab.compare import compare
+    from kernellab.problems.base import compare_outputs
+    ref = torch.tensor([[[0.004]]], dtype=torch.float64)
+    rounded = (ref + 1e-7).float()
+    assert not compare(rounded, ref).ok  # the tensor's own scale: 2.5e-5 > 1e-5
+    assert compare(rounded, ref, floor=1.0).ok
+    assert not compare((ref * 1.4427).float(), ref, floor=1.0).ok  # log2 for ln: wrong, and still caught
+    problem = L4.FLASH
+    out = torch.zeros(1, 1, 1, 16)
+    ok = compare_outputs(problem, (out.half(), rounded), (out.double(), ref), "N=1")
+    assert ok.ok and problem.norm_floor == {"lse": 1.0}
+    bad = compare_outputs(problem, (out.half(), (ref + 1e-3).float()), (out.double(), ref), "N=1")
+    assert not bad.ok and bad.message.startswith("lse:")

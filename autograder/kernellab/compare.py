@@ -29,9 +29,11 @@ class Verdict:
     message: str  # a paragraph for the learner; empty when ok
 
 
-def rel_error(out: torch.Tensor, ref: torch.Tensor) -> float:
+def rel_error(out: torch.Tensor, ref: torch.Tensor, floor: float = 0.0) -> float:
+    """||out - ref|| / ||ref||, the denominator at least ``floor`` * sqrt(n): for an output whose rounding error
+    follows a scale other than its own values (a log-sum-exp near 0 carries the error of scores near 1)."""
     out64, ref64 = out.detach().to("cpu", torch.float64), ref.detach().to("cpu", torch.float64)
-    denom = torch.linalg.vector_norm(ref64).item()
+    denom = max(torch.linalg.vector_norm(ref64).item(), floor * max(1, ref64.numel()) ** 0.5)
     num = torch.linalg.vector_norm(out64 - ref64).item()
     return num / denom if denom > 0 else num
 
@@ -53,8 +55,9 @@ def _ranges(idx: torch.Tensor, limit: int = 3) -> str:
     return ", ".join(parts[:limit]) + more
 
 
-def compare(out: torch.Tensor, ref: torch.Tensor, what: str = "output", block_hint: bool = True) -> Verdict:
-    """Judge ``out`` (any dtype, CPU) against ``ref`` (float64, CPU)."""
+def compare(out: torch.Tensor, ref: torch.Tensor, what: str = "output", block_hint: bool = True,
+            floor: float = 0.0) -> Verdict:
+    """Judge ``out`` (any dtype, CPU) against ``ref`` (float64, CPU); ``floor``: see rel_error."""
     tol = REL_TOL.get(out.dtype, 1e-5)
     o = out.detach().to("cpu", torch.float64).reshape(-1)
     r = ref.detach().to("cpu", torch.float64).reshape(-1)
@@ -80,7 +83,7 @@ def compare(out: torch.Tensor, ref: torch.Tensor, what: str = "output", block_hi
         idx = torch.nonzero(inf).reshape(-1)
         return Verdict(False, None, f"{idx.numel()} elements of the {what} are infinite (at {_ranges(idx)}): "
                        "an overflow? Compute in float32 inside the kernel and convert only when storing.")
-    err = rel_error(o, r)
+    err = rel_error(o, r, floor)
     if err <= tol:
         return Verdict(True, err, "")
     etol = ELEM_TOL.get(out.dtype, 1e-4)

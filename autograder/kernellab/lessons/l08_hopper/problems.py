@@ -168,7 +168,7 @@ ATTENTION = CorrectnessProblem(
     out_shape=lambda c: (tuple(c.inputs[0].shape), tuple(c.inputs[0].shape[:3])),
     hints={**ATTENTION_HINTS, "strided": ("It fails only on the (B, N, H, D) views: a 4-D descriptor takes the "
                                           "tensor's own strides (q.stride()), not ones computed from its shape.")},
-    outputs=("output", "lse"), min_capability=HOPPER)
+    outputs=("output", "lse"), norm_floor={"lse": 1.0}, min_capability=HOPPER)
 
 
 # ------------------------------------------------------------------ speed (sm_90 and newer)
