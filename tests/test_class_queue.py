@@ -478,6 +478,23 @@ def test_timing_cores_are_kept_per_gpu_where_cores_spare():
         cores_mod.TIMING_CORES = saved
 
 
+def _stand_in(tmp_path, monkeypatch, name: str, source: str):
+    """A stand-in grading process ``standin.NAME`` (started fresh: it is not the zygote's module), an empty job
+    folder tmp_path/job, and one core kept for timing on this machine. Returns grading/cores.py."""
+    from kernellab.grading import cores as cores_mod
+    from kernellab.grading import zygote
+    monkeypatch.setattr(cores_mod, "TIMING_CORES", 1)
+    monkeypatch.setattr(cores_mod, "SPARE_CORES", 1)
+    pkg = tmp_path / "standin"
+    pkg.mkdir(exist_ok=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / f"{name}.py").write_text(source)
+    monkeypatch.setenv("PYTHONPATH", f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
+    monkeypatch.setattr(zygote, "spawn", lambda *a, **k: None)
+    (tmp_path / "job").mkdir(exist_ok=True)
+    return cores_mod
+
+
 _STAND_IN_JUDGE = """
 import os, pathlib, sys, time
 job = pathlib.Path(sys.argv[1])
@@ -496,18 +513,8 @@ def test_a_timed_judge_runs_on_its_gpus_own_cores(tmp_path, monkeypatch):
     """Under a class queue a judge starts on the untimed cores, and once it has its GPU alone, on the timing cores
     kept for that GPU (here one core of this machine for timing, the rest for everything else); its record says
     which."""
-    from kernellab.grading import cores as cores_mod
-    from kernellab.grading import zygote
-    monkeypatch.setattr(cores_mod, "TIMING_CORES", 1)
-    monkeypatch.setattr(cores_mod, "SPARE_CORES", 1)
-    pkg = tmp_path / "standin"
-    pkg.mkdir()
-    (pkg / "__init__.py").write_text("")
-    (pkg / "judge.py").write_text(_STAND_IN_JUDGE)
-    monkeypatch.setenv("PYTHONPATH", f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
-    monkeypatch.setattr(zygote, "spawn", lambda *a, **k: None)  # a fresh process: this module is not the zygote's
+    cores_mod = _stand_in(tmp_path, monkeypatch, "judge", _STAND_IN_JUDGE)
     job = tmp_path / "job"
-    job.mkdir()
     slots = GpuSlots(1)
     timed, untimed = slots.cores(True), slots.cores(False)
     assert timed and untimed and not timed & untimed
@@ -552,18 +559,8 @@ while not (job / "beside.txt").exists() and time.monotonic() - t0 < 20:  # untim
 def test_a_tuning_worker_gives_its_gpu_back_once_tuned(tmp_path, monkeypatch):
     """A speed problem's worker holds its GPU alone (and the timing cores) while its tuning is timed, then asks to
     share (slots.ask_to_share): its recording runs on the untimed cores with untimed work started beside it."""
-    from kernellab.grading import cores as cores_mod
-    from kernellab.grading import zygote
-    monkeypatch.setattr(cores_mod, "TIMING_CORES", 1)
-    monkeypatch.setattr(cores_mod, "SPARE_CORES", 1)
-    pkg = tmp_path / "standin"
-    pkg.mkdir()
-    (pkg / "__init__.py").write_text("")
-    (pkg / "tuner.py").write_text(_STAND_IN_TUNER)
-    monkeypatch.setenv("PYTHONPATH", f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
-    monkeypatch.setattr(zygote, "spawn", lambda *a, **k: None)
+    _stand_in(tmp_path, monkeypatch, "tuner", _STAND_IN_TUNER)
     job = tmp_path / "job"
-    job.mkdir()
     slots = GpuSlots(1)
     timed, untimed = slots.cores(True), slots.cores(False)
 

@@ -35,15 +35,15 @@ LOCAL = "local"
 _BUDGETS = ("COMPILE_BUDGET", "RUN_BUDGET", "LOAD_BUDGET")
 
 
-def _node_facts(gpu_lock=None):
+def _node_facts(slots=None):
     """This node's ceilings and device facts. Measured (copy bandwidth, matmul) once per GPU model, then read
-    from the node's cache file: a grader measures them with its GPU alone (``gpu_lock``: its slots, held as a
+    from the node's cache file: a grader measures them with its GPU alone (``slots``: its GpuSlots, held as a
     timing holds them), never beside a judge that times. Later calls read them from this process's memory
     (ceilings._cache)."""
     from ..ceilings import ceilings_known, measure_ceilings
     from ..learner import facts
-    if gpu_lock is not None and not ceilings_known():
-        with gpu_lock.hold(True):
+    if slots is not None and not ceilings_known():
+        with slots.hold(True):
             measure_ceilings(quiet=True)  # or, measured meanwhile by a task that held the GPU first, read
     return measure_ceilings(quiet=True), facts()
 
@@ -62,12 +62,11 @@ def _gpu_index(gpu_id: str) -> int:
     return int(gpu_id) if str(gpu_id).isdigit() else 0
 
 
-def _task_start(budgets: dict):
+def _use_budgets(budgets: dict) -> None:
     from . import harness
     for name, value in budgets.items():  # the driver's budgets (a test's short ones) hold here too
         if name in _BUDGETS:
             setattr(harness, name, float(value))
-    return time.time()
 
 
 class GpuGrader:
@@ -81,7 +80,7 @@ class GpuGrader:
 
         from . import harness
         from .slots import GpuSlots
-        _task_start(budgets)
+        _use_budgets(budgets)
         gpus = [str(g) for g in ray.get_gpu_ids()]
         self.gpu = gpus[0] if gpus else None
         node = _node_gpus() if gpus else 1

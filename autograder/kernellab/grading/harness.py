@@ -167,11 +167,16 @@ def _start_child(jobdir, interpreted, limit_s, module, result, extra_env: dict,
     if why is None and (proc.returncode != 0 or not (jobdir / result).exists()):
         code = proc.returncode
         how = f"signal {-code}" if code is not None and code < 0 else f"exit code {code}"
-        doing = {"compile": "compiling", "run": "running"}.get("run" if phase.startswith("run") else phase, "loading")
+        doing = {"compile": "compiling", "run": "running"}.get(_budget_key(phase), "loading")
         why = (f"The process running your code died ({how}) while {doing} "
                "it: os._exit, a crash inside a kernel or a fatal CUDA error (such as an illegal memory "
                "access from an unmasked load or store). Only this problem is affected.")
     return why, info
+
+
+def _budget_key(phase: str) -> str:
+    """The budget (and the words) a phase falls under: a graded run's steps (run-call, run-keep) are the run's."""
+    return "run" if phase.startswith("run") else phase
 
 
 def _watch(proc, jobdir: pathlib.Path, budgets: dict, go_alone, seen: list,
@@ -196,19 +201,16 @@ def _watch(proc, jobdir: pathlib.Path, budgets: dict, go_alone, seen: list,
         if now_phase != phase:
             phase, since = now_phase, time.monotonic()
             seen.append([phase, round(time.time(), 3)])
-            if phase == "alone":
-                if go_alone is not None:
-                    go_alone()
-                (jobdir / "go").write_text("go")
+            # A hand-off (slots.ask_for_gpu_alone / ask_to_share): do it, answer, and the budget starts after.
+            answer, mark, do = {"alone": ("go", "alone-go", go_alone),
+                                "shared": ("go-shared", "shared-go", go_shared)}.get(phase, (None, None, None))
+            if answer:
+                if do is not None:
+                    do()
+                (jobdir / answer).write_text("go")
                 since = time.monotonic()
-                seen.append(["alone-go", round(time.time(), 3)])
-            elif phase == "shared":
-                if go_shared is not None:
-                    go_shared()
-                (jobdir / "go-shared").write_text("go")
-                since = time.monotonic()
-                seen.append(["shared-go", round(time.time(), 3)])
-        key = "run" if phase.startswith("run") else phase  # run-call, run-keep: steps of the graded run
+                seen.append([mark, round(time.time(), 3)])
+        key = _budget_key(phase)
         limit = budgets.get(key, RUN_BUDGET)
         if time.monotonic() - since > limit:
             what = {"compile": "compiling (and autotuning) your kernel",

@@ -133,16 +133,18 @@ class GpuSlots:
                     self._shared[g] -= 1
                 self._cv.notify_all()
 
-    def share(self, held: "Held", stop: threading.Event | None = None) -> None:
+    def share(self, held: "Held") -> bool:
         """Trade a hold of the GPU alone for a shared one, with no moment between in which another timed process
-        could start while this one still runs (a speed problem's worker once its autotuning is timed)."""
+        could start while this one still runs (a speed problem's worker once its autotuning is timed). Returns
+        whether it did: not for a hold already shared, or a job's that has its GPU alone for good (whole_gpu)."""
         if held.whole or not held.alone:
-            return
+            return False
         with self._cv:
             self._alone[held.gpu] = False
             self._shared[held.gpu] += 1
             held.alone = False
             self._cv.notify_all()
+        return True
 
     def process(self, alone: bool, stop: threading.Event | None = None):
         """Hold the job's GPU for one process, shared or ``alone`` (``held_for_one_process``)."""
@@ -254,11 +256,8 @@ class _Holder:
     def go_shared(self) -> None:
         """Back to sharing the GPU after holding it alone (the hand-off ``ask_to_share``): untimed work may start
         beside this process again."""
-        if self._hold is None or not self._held.alone or self._held.whole:
-            return  # not alone, or alone for the job's whole life (whole_gpu): nothing to give back
-        t = time.monotonic()
-        self.slots.share(self._held, self.stop)
-        self.waited += time.monotonic() - t
+        if self._hold is None or not self.slots.share(self._held):
+            return
         now = time.time()
         self.spans[-1][1] = now
         self.spans.append([now, None, False])
