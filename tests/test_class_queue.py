@@ -86,6 +86,14 @@ def _no_process_left(timeout: float = 20.0, ray_too: bool = True) -> list[str]:
     return left
 
 
+def _grading_temp() -> set:
+    """What grading processes make in the temporary folder for their life: the judges' Triton cache, the zygotes'
+    logs."""
+    import tempfile
+    root = pathlib.Path(tempfile.gettempdir())
+    return {p.name for pattern in ("kl-judge-triton-*", "kl-zygote-*") for p in root.glob(pattern)}
+
+
 @pytest.fixture(scope="module")
 def short_budgets():
     mp = pytest.MonkeyPatch()
@@ -154,6 +162,7 @@ def rayed(klass, tmp_path_factory):
     from kernellab.grading.cluster import RayGrader, connect
     course, _, _ = klass
     tmp = tmp_path_factory.mktemp("ray")
+    temp_before = _grading_temp()
     assert connect("local", 4, {"num_gpus": 2})
     try:
         run = _stopped_then_resumed(course, 3, jobs=4, ray="local", store=Store(tmp / "store"), logs_dir=tmp / "logs")
@@ -165,6 +174,7 @@ def rayed(klass, tmp_path_factory):
     finally:
         ray.shutdown()
     run["left_after_shutdown"] = _no_process_left()
+    run["temp_left"] = sorted(_grading_temp() - temp_before)
     run["logs"] = tmp / "logs"
     TIMES["ray"] = run["seconds"]
     return run
@@ -214,6 +224,8 @@ def test_ray_cluster_grades_the_same_scores_and_leaves_nothing_running(klass, ra
     first, second = rayed["first"], rayed["second"]
     assert first["interrupted"] and rayed["left"] == [], rayed["left"]
     assert rayed["left_after_shutdown"] == [], rayed["left_after_shutdown"]
+    # Killed graders (the stop, the end) first removed their judges' Triton cache and zygotes' logs (GpuGrader.close).
+    assert rayed["temp_left"] == [], rayed["temp_left"]
     assert not second["interrupted"] and second["reused"] == rayed["stored"]
     assert second["graded"] + second["reused"] == len(subs) * len(ONLY)
     assert _scores(second["results"]) == _scores(serial)

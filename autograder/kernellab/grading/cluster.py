@@ -106,6 +106,15 @@ class GpuGrader:
         return {"fraction": outcome.fraction, "message": str(outcome.message),
                 "details": harness._jsonable(outcome.details), "record": harness._jsonable(record)}
 
+    def close(self) -> None:
+        """Stop this grader's grading: no job starts another process, its zygotes stop (and the processes forked
+        from them), and what it made in the temporary folder goes (the judges' Triton cache, the zygotes' logs).
+        Called before Ray kills the grader, which runs no atexit."""
+        from . import harness, zygote
+        harness._STOP.set()
+        zygote.stop_all()
+        harness.drop_judge_cache()
+
     def where(self) -> dict:
         return {"node": socket.gethostname(), "gpu": self.gpu, "pid": os.getpid()}
 
@@ -150,7 +159,9 @@ class RayGrader:
         from . import harness
         budgets = {name: getattr(harness, name) for name in _BUDGETS}
         # max_restarts: a grader that died is started again for the jobs after; the jobs it held fail (not stored).
+        # close() has a thread of its own ("control"): it runs while every job's thread is busy.
         actor = ray.remote(num_cpus=1, num_gpus=1 if self.gpus else 0, max_concurrency=self.per_grader,
+                           concurrency_groups={"control": 1},
                            max_restarts=2, max_task_retries=0)(GpuGrader)
         if self.gpus:
             self.graders = [actor.remote(budgets, self.per_grader) for _ in range(count)]
@@ -201,11 +212,14 @@ class RayGrader:
                 raise KeyboardInterrupt("grading interrupted")
 
     def kill(self) -> None:
-        """End every grader now (Ctrl-C): their grading processes die with them."""
+        """End every grader now (Ctrl-C, or the class graded): each first stops its grading and removes its files
+        (``GpuGrader.close``, given a few seconds), then Ray kills it; grading processes left die with it."""
         with self._lock:
             if self._killed:
                 return
             self._killed = True
+        # wait, not get: a grader that died or is starting again must not keep the others from being killed
+        self.ray.wait([g.close.options(concurrency_group="control").remote() for g in self.graders], num_returns=len(self.graders), timeout=10)
         for g in self.graders:
             self.ray.kill(g, no_restart=True)
 

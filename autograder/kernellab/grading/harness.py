@@ -93,6 +93,14 @@ def _judge_cache() -> str:
         return _JUDGE_CACHE[0]
 
 
+def drop_judge_cache() -> None:
+    """Remove the judges' Triton cache now (a Ray grader about to be killed runs no atexit); a later judge makes a
+    new one."""
+    with _JUDGE_CACHE_LOCK:
+        if _JUDGE_CACHE:
+            shutil.rmtree(_JUDGE_CACHE.pop(), ignore_errors=True)
+
+
 def _run_child(jobdir: pathlib.Path, interpreted: bool = False,
                limit_s: float | None = None, module: str = "kernellab.grading.child",
                result: str = "result.pt", alone: bool = False, handoff: bool = False) -> tuple[str | None, dict]:
