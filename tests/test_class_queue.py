@@ -87,11 +87,10 @@ def _no_process_left(timeout: float = 20.0, ray_too: bool = True) -> list[str]:
 
 
 def _grading_temp() -> set:
-    """What grading processes make in the temporary folder for their life: the judges' Triton cache, the zygotes'
-    logs."""
+    """What grading processes make in the temporary folder for their life: their Triton caches, the zygotes' logs."""
     import tempfile
     root = pathlib.Path(tempfile.gettempdir())
-    return {p.name for pattern in ("kl-judge-triton-*", "kl-zygote-*") for p in root.glob(pattern)}
+    return {p.name for pattern in ("kl-triton-*", "kl-zygote-*") for p in root.glob(pattern)}
 
 
 @pytest.fixture(scope="module")
@@ -224,7 +223,7 @@ def test_ray_cluster_grades_the_same_scores_and_leaves_nothing_running(klass, ra
     first, second = rayed["first"], rayed["second"]
     assert first["interrupted"] and rayed["left"] == [], rayed["left"]
     assert rayed["left_after_shutdown"] == [], rayed["left_after_shutdown"]
-    # Killed graders (the stop, the end) first removed their judges' Triton cache and zygotes' logs (GpuGrader.close).
+    # Killed graders (the stop, the end) first removed their Triton caches and zygotes' logs (GpuGrader.close).
     assert rayed["temp_left"] == [], rayed["temp_left"]
     assert not second["interrupted"] and second["reused"] == rayed["stored"]
     assert second["graded"] + second["reused"] == len(subs) * len(ONLY)

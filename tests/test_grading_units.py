@@ -1,5 +1,6 @@
 """Pieces of the grade of record that need no nbgrader run."""
 import math
+import pathlib
 
 import pytest
 from nbformat.v4 import new_code_cell, new_notebook
@@ -159,6 +160,17 @@ def test_gpu_state_reads_nvidia_smi_and_falls_back_to_the_older_field_name(tmp_p
     assert gpu_state() == {}
 
 
+def test_jobs_at_once_follow_the_cpu_cores_as_well_as_gpu_memory():
+    from kernellab.grading.classqueue import jobs_within
+    from kernellab.grading.cores import untimed_cores
+    two_h200 = len(untimed_cores(2, set(range(32))))  # 28: two cores kept for each GPU's timing
+    assert jobs_within(12, 2, 32, two_h200) == 18  # the cores, not the memory (24), limit two H200s
+    assert jobs_within(12, 1, 32, len(untimed_cores(1, set(range(32))))) == 12  # one GPU: its memory
+    assert jobs_within(12, 1, 16, len(untimed_cores(1, set(range(16))))) == 9
+    assert jobs_within(12, 4, 8, 4) == 4 and jobs_within(12, 4, 4, 4) == 2  # one per GPU at least; two cores short
+    assert jobs_within(1, 1, 2, 2) == 1
+
+
 def test_a_local_ray_cluster_is_told_of_the_gpus_it_was_given():
     from kernellab.grading.classqueue import ray_local_init
     assert ray_local_init(1, None, on_machine=2) == {"num_gpus": 1}
@@ -170,7 +182,7 @@ def test_a_local_ray_cluster_is_told_of_the_gpus_it_was_given():
 
 def test_a_grading_leaves_nothing_in_the_temporary_folder(tmp_path):
     # A grading process (nbgrader's, a Ray worker's, the queue's) leaves nothing in the temporary folder: the
-    # learner code's scratch folder goes with its grading, the judges' Triton cache and the zygote's logs with
+    # learner code's scratch folder goes with its grading, its Triton caches and the zygote's logs with
     # the process (a class once left a folder per job in /tmp).
     import json
     import os
@@ -196,6 +208,36 @@ print(json.dumps([outcome.fraction, outcome.message, sorted(p.name[:9] for p in 
     assert fraction == 0 and "wrote [40, 41, 42]" in message  # the learner's file was written and read back
     assert during, "the grading made no temporary folder of its own: this test would prove nothing"
     assert sorted(tmp_path.iterdir()) == []
+
+
+def test_each_submission_s_workers_have_a_triton_cache_of_their_own(monkeypatch):
+    # Workers of one submission share a Triton cache; another submission's workers never see it, nor the judges'
+    # cache, nor the one the instructor's environment names (Triton's one default cache let a worker overwrite
+    # another student's compiled kernels and launchers).
+    from nbformat.v4 import new_code_cell, new_notebook
+
+    from kernellab.grading import harness
+    from kernellab.lessons.l01_roofline_vector_add.problems import ADD
+    monkeypatch.setenv("TRITON_CACHE_DIR", "/nowhere/the-instructors-cache")
+
+    def notebook(tag):
+        c = new_code_cell(f"import triton\ndef add(x, y):  # {tag}\n    raise ValueError('at ' + triton.knobs.cache.dir)\n")
+        c.metadata["nbgrader"] = {"solution": True, "grade": False, "grade_id": "add_code"}
+        return new_notebook(cells=[c])
+
+    def cache_of(nb):
+        outcome, _ = harness.grade_problem(ADD, nb, seed=3, lesson="01_roofline_vector_add")
+        assert outcome.fraction == 0 and "at " in outcome.message, outcome.message
+        return outcome.message.split("at ", 1)[1].split()[0].strip("'\".,")
+
+    a, b = notebook("a"), notebook("b")
+    first, again, other = cache_of(a), cache_of(a), cache_of(b)
+    assert first == again != other
+    judge = harness.triton_cache("judge")
+    assert judge not in (first, other) and "the-instructors-cache" not in first + other
+    assert pathlib.Path(first).parent == pathlib.Path(other).parent == pathlib.Path(judge).parent
+    harness.drop_triton_caches()
+    assert not pathlib.Path(judge).parent.exists()
 
 
 def test_the_steps_of_a_graded_run_share_its_budget_and_its_message(tmp_path):

@@ -24,6 +24,7 @@ import time
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 
 from . import harness, zygote
+from .cores import untimed_cores
 from .store import STORE_DIR, Store, notebook_hash
 
 # GiB of GPU memory a grading job may need (a worker's or judge's CUDA context, the largest lesson's inputs).
@@ -40,8 +41,11 @@ def gpu_count() -> int:
 
 
 def default_jobs(gpus: int | None = None) -> int:
-    """Jobs at a time: two CPU cores kept free (a host-bound timed step, this process), and no more jobs per GPU
-    than its memory holds at GIB_PER_JOB each (at most 12); on a CPU, half the cores."""
+    """Jobs at a time: no more jobs per GPU than its memory holds at GIB_PER_JOB each (at most 12), and no more
+    than two for every three CPU cores left after those kept for timing (grading/cores.py); on a CPU, half the
+    cores. The CPU is what a class's jobs run short of first: on two H200s with 32 cores (28 untimed), 18 jobs
+    graded lessons 01 and 03 in 29.2 and 51.3 s, 24 jobs in 34.2 and 54.2 s, their processes slower for want of
+    cores (assets/gpu/class_grading.md)."""
     from ..device import DEVICE
     cores = os.cpu_count() or 2
     if not DEVICE.on_gpu:
@@ -49,7 +53,13 @@ def default_jobs(gpus: int | None = None) -> int:
     import torch
     gpus = gpus or gpu_count()
     per_gpu = max(1, min(12, int(torch.cuda.get_device_properties(0).total_memory / 2**30) // GIB_PER_JOB))
-    return max(1, min(cores - 2, per_gpu * gpus))
+    return jobs_within(per_gpu, gpus, cores, len(untimed_cores(gpus)))
+
+
+def jobs_within(per_gpu: int, gpus: int, cores: int, untimed: int) -> int:
+    """``default_jobs``' rule: ``per_gpu`` jobs on each of ``gpus`` GPUs, within two for every three of the
+    ``untimed`` cores (at least one per GPU) and two cores short of all ``cores``."""
+    return max(1, min(cores - 2, per_gpu * gpus, max(gpus, untimed * 2 // 3)))
 
 
 def ray_local_init(gpus: int | None, init: dict | None = None, on_machine: int | None = None) -> dict | None:

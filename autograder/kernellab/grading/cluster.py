@@ -108,12 +108,12 @@ class GpuGrader:
 
     def close(self) -> None:
         """Stop this grader's grading: no job starts another process, its zygotes stop (and the processes forked
-        from them), and what it made in the temporary folder goes (the judges' Triton cache, the zygotes' logs).
+        from them), and what it made in the temporary folder goes (its Triton caches, the zygotes' logs).
         Called before Ray kills the grader, which runs no atexit."""
         from . import harness, zygote
         harness._STOP.set()
         zygote.stop_all()
-        harness.drop_judge_cache()
+        harness.drop_triton_caches()
 
     def where(self) -> dict:
         return {"node": socket.gethostname(), "gpu": self.gpu, "pid": os.getpid()}

@@ -78,41 +78,53 @@ def _child_env(interpreted: bool = False) -> dict:
     return env
 
 
-_JUDGE_CACHE: list = []
-_JUDGE_CACHE_LOCK = threading.Lock()
+_TRITON: dict = {}  # owner ("judge", or a submission's notebook hash) -> its Triton cache folder
+_TRITON_ROOT: list = []  # the one folder they are made in, this process's own
+_TRITON_LOCK = threading.Lock()  # the class queue grades from several threads
 
 
-def _judge_cache() -> str:
-    """Triton's cache for judge processes: made by this process, never handed to a worker, so a worker cannot
-    plant a launcher there for a judge to load (worker and judge still run as one user: see
-    docs/GRADE_OF_RECORD.md)."""
-    with _JUDGE_CACHE_LOCK:  # the class queue grades from several threads
-        if not _JUDGE_CACHE:
-            _JUDGE_CACHE.append(tempfile.mkdtemp(prefix="kl-judge-triton-"))
-            atexit.register(shutil.rmtree, _JUDGE_CACHE[0], True)  # this process's own: gone with it
-        return _JUDGE_CACHE[0]
+def triton_cache(owner: str | None) -> str:
+    """Triton's cache folder for ``owner``'s processes: "judge" (every judge: never handed to a worker, so a worker
+    cannot plant a binary or a launcher there for a judge to load), or one submission's notebook hash (the
+    workers of that submission: its problems reuse what its first worker compiled, and no worker loads a binary
+    or a launcher that another submission's worker wrote; with Triton's one default cache for every worker, a
+    submission could overwrite another student's compiled kernels). None: a folder of its own. Each folder has a
+    random name inside one folder this process made, removed with the process (``drop_triton_caches``); worker
+    and judge still run as one user (docs/GRADE_OF_RECORD.md)."""
+    with _TRITON_LOCK:
+        if not _TRITON_ROOT:
+            _TRITON_ROOT.append(tempfile.mkdtemp(prefix="kl-triton-"))
+        key = owner if owner is not None else object()
+        if key not in _TRITON:
+            _TRITON[key] = tempfile.mkdtemp(prefix="c-", dir=_TRITON_ROOT[0])
+        return _TRITON[key]
 
 
-def drop_judge_cache() -> None:
-    """Remove the judges' Triton cache now (a Ray grader about to be killed runs no atexit); a later judge makes a
-    new one."""
-    with _JUDGE_CACHE_LOCK:
-        if _JUDGE_CACHE:
-            shutil.rmtree(_JUDGE_CACHE.pop(), ignore_errors=True)
+def drop_triton_caches() -> None:
+    """Remove every Triton cache folder of this process now (at exit; a Ray grader before it is killed, which runs
+    no atexit). A later process asks for new ones."""
+    with _TRITON_LOCK:
+        _TRITON.clear()
+        if _TRITON_ROOT:
+            shutil.rmtree(_TRITON_ROOT.pop(), ignore_errors=True)
+
+
+atexit.register(drop_triton_caches)  # this process's caches are its own: gone with it
 
 
 def _run_child(jobdir: pathlib.Path, interpreted: bool = False,
                limit_s: float | None = None, module: str = "kernellab.grading.child",
-               result: str = "result.pt", alone: bool = False, handoff: bool = False) -> tuple[str | None, dict]:
+               result: str = "result.pt", alone: bool = False, handoff: bool = False,
+               owner: str | None = None) -> tuple[str | None, dict]:
     """Run the child (the worker, or with ``module`` the judge) with phase budgets (``limit_s`` caps the
     compile and run budgets). Under a class queue (grading/slots.py): ``alone``, it times from its start (a
     whole program timed in its worker), so it waits until it has its GPU to itself before it starts;
     ``handoff``, it starts beside other work and asks for its GPU alone when it needs it (its "alone" phase,
-    slots.ask_for_gpu_alone): a judge about to time, a speed problem's worker about to autotune.
-    Returns (problem text or None, timing info)."""
+    slots.ask_for_gpu_alone): a judge about to time, a speed problem's worker about to autotune. ``owner``: the
+    submission a worker runs for (its Triton cache: triton_cache). Returns (problem text or None, timing info)."""
     slots = _SLOTS
     if slots is None:
-        return _start_child(jobdir, interpreted, limit_s, module, result, {})
+        return _start_child(jobdir, interpreted, limit_s, module, result, {}, owner=owner)
     # CPU cores too (grading/cores.py): a timed process on its GPU's own cores, the rest off them. None where no
     # cores are kept (too few to spare): every process then runs anywhere, as without a queue.
     timed = slots.cores(True)
@@ -120,7 +132,8 @@ def _run_child(jobdir: pathlib.Path, interpreted: bool = False,
     with slots.process(alone, _STOP) as held:
         why, info = _start_child(jobdir, interpreted, limit_s, module, result,
                                  {**(slots.env() if DEVICE.on_gpu and not interpreted else {}), **slots.thread_env()},
-                                 held.go_alone if handoff else None, cores, held.go_shared if handoff else None)
+                                 held.go_alone if handoff else None, cores, held.go_shared if handoff else None,
+                                 owner)
     info.update({"gpu_slot": slots.gpu(), "slot_wait_s": round(held.waited, 2),
                  "alone": any(span[2] for span in held.spans),  # from its start, or once it asked
                  "holds": [[round(a, 3), round(b, 3), al] for a, b, al in held.spans]})
@@ -128,7 +141,8 @@ def _run_child(jobdir: pathlib.Path, interpreted: bool = False,
 
 
 def _start_child(jobdir, interpreted, limit_s, module, result, extra_env: dict,
-                 go_alone=None, cores: dict | None = None, go_shared=None) -> tuple[str | None, dict]:
+                 go_alone=None, cores: dict | None = None, go_shared=None,
+                 owner: str | None = None) -> tuple[str | None, dict]:
     budgets = {"start": LOAD_BUDGET, "import": LOAD_BUDGET, "load": LOAD_BUDGET,
                "compile": COMPILE_BUDGET, "run": RUN_BUDGET, "alone": 30.0, "done": 30.0}
     if limit_s is not None:
@@ -138,8 +152,7 @@ def _start_child(jobdir, interpreted, limit_s, module, result, extra_env: dict,
     with open(jobdir / f"{module.rsplit('.', 1)[-1]}.log", "wb") as log:
         # Its own session, so a budget can kill the child's whole group; our pid, so it dies with us.
         env = {**_child_env(interpreted), **extra_env}
-        if module.endswith(".judge"):
-            env["TRITON_CACHE_DIR"] = _judge_cache()
+        env["TRITON_CACHE_DIR"] = triton_cache("judge" if module.endswith(".judge") else owner)
         # A fork of a warm process that already imported torch and Triton (grading/zygote.py), else a fresh one.
         proc = zygote.spawn(module, [jobdir], env, jobdir, log.name, interpreted or not DEVICE.on_gpu)
         if proc is None:
@@ -267,8 +280,10 @@ def grade_problem(problem, nb, seed: int, ceil=None, facts: dict | None = None,
     why = problem.not_gradable_here()
     if why:
         return Outcome(problem.id, 0.0, why), record
+    from .store import notebook_hash
+    owner = notebook_hash(nb)  # the submission whose workers share a Triton cache (triton_cache)
     if replayable(problem):
-        return _grade_by_replay(problem, sources, seed, ceil, lesson, limit_s, record)
+        return _grade_by_replay(problem, sources, seed, ceil, lesson, limit_s, record, owner)
     with tempfile.TemporaryDirectory(prefix="kl-grade-") as tmp:
         jobdir = pathlib.Path(tmp) / "worker"  # its learner code's scratch folder goes beside it (child.py)
         jobdir.mkdir()
@@ -289,7 +304,7 @@ def grade_problem(problem, nb, seed: int, ceil=None, facts: dict | None = None,
             job["baseline_elsewhere"] = True
         (jobdir / "job.json").write_text(json.dumps(job))
         # A whole program's speed (lesson 06) is timed in its worker: that worker needs its GPU alone.
-        why, info = _run_child(jobdir, interpreted, limit_s, alone=problem.kind == "speed")
+        why, info = _run_child(jobdir, interpreted, limit_s, alone=problem.kind == "speed", owner=owner)
         record.update(info)
         record["child_log_tail"] = _tail(jobdir / "child.log")
         if why:
@@ -370,7 +385,7 @@ def decoy_case(case, gen: torch.Generator):
     return dataclasses.replace(case, inputs=[fresh(t) for t in case.inputs])
 
 
-def _grade_by_replay(problem, sources, seed: int, ceil, lesson: str, limit_s, record: dict):
+def _grade_by_replay(problem, sources, seed: int, ceil, lesson: str, limit_s, record: dict, owner: str | None = None):
     """Worker records, judge replays: the worker runs the learner's cells on inputs of its own and records
     each graded call; the judge (another process, no learner Python) replays the records on the secret
     inputs, or times the replay against the baseline; this process judges what came back."""
@@ -393,7 +408,7 @@ def _grade_by_replay(problem, sources, seed: int, ceil, lesson: str, limit_s, re
         (work / "job.json").write_text(json.dumps(job))
         # A speed problem's worker autotunes with its GPU alone (child._tune_alone), compiling and recording beside
         # other work.
-        why, info = _run_child(work, interpreted, limit_s, handoff=problem.kind == "speed")
+        why, info = _run_child(work, interpreted, limit_s, handoff=problem.kind == "speed", owner=owner)
         record.update(info)  # the worker's exit code, last phase and wall time
         record["child_log_tail"] = _tail(work / "child.log")
         if why:
