@@ -79,7 +79,6 @@ def _child_env(interpreted: bool = False) -> dict:
 
 
 _TRITON: dict = {}  # owner ("judge", or a submission's notebook hash) -> its Triton cache folder
-_TRITON_ROOT: list = []  # the one folder they are made in, this process's own
 _TRITON_LOCK = threading.Lock()  # the class queue grades from several threads
 
 
@@ -88,25 +87,24 @@ def triton_cache(owner: str | None) -> str:
     cannot plant a binary or a launcher there for a judge to load), or one submission's notebook hash (the
     workers of that submission: its problems reuse what its first worker compiled, and no worker loads a binary
     or a launcher that another submission's worker wrote; with Triton's one default cache for every worker, a
-    submission could overwrite another student's compiled kernels). None: a folder of its own. Each folder has a
-    random name inside one folder this process made, removed with the process (``drop_triton_caches``); worker
-    and judge still run as one user (docs/GRADE_OF_RECORD.md)."""
+    submission could overwrite another student's compiled kernels). None: a folder of its own. Each is a folder
+    of its own in the temporary folder, randomly named (not beside the others, where a worker told of its own
+    would find them), removed with this process (``drop_triton_caches``); worker and judge still run as one user
+    (docs/GRADE_OF_RECORD.md)."""
     with _TRITON_LOCK:
-        if not _TRITON_ROOT:
-            _TRITON_ROOT.append(tempfile.mkdtemp(prefix="kl-triton-"))
         key = owner if owner is not None else object()
         if key not in _TRITON:
-            _TRITON[key] = tempfile.mkdtemp(prefix="c-", dir=_TRITON_ROOT[0])
+            _TRITON[key] = tempfile.mkdtemp(prefix="kl-triton-")
         return _TRITON[key]
 
 
 def drop_triton_caches() -> None:
     """Remove every Triton cache folder of this process now (at exit; a Ray grader before it is killed, which runs
-    no atexit). A later process asks for new ones."""
+    no atexit). Later gradings get new ones."""
     with _TRITON_LOCK:
+        for path in _TRITON.values():
+            shutil.rmtree(path, ignore_errors=True)
         _TRITON.clear()
-        if _TRITON_ROOT:
-            shutil.rmtree(_TRITON_ROOT.pop(), ignore_errors=True)
 
 
 atexit.register(drop_triton_caches)  # this process's caches are its own: gone with it
