@@ -26,7 +26,9 @@ try:
 except OSError as exc:
     mem = type(exc).__name__
 print(json.dumps({"argv": sys.argv[1:], "cwd": os.getcwd(), "env": dict(os.environ), "initial_env": initial,
-                  "ppid": os.getppid(), "zygote_mem": mem, "torch_loaded": "torch" in sys.modules}))
+                  "ppid": os.getppid(), "zygote_mem": mem, "torch_loaded": "torch" in sys.modules,
+                  "dynamo_loaded": "torch._dynamo" in sys.modules,
+                  "zygote_threads": len(os.listdir(f"/proc/{os.getppid()}/task"))}))
 sys.exit(int(sys.argv[2]) if len(sys.argv) > 3 else 0)
 '''
 
@@ -60,6 +62,9 @@ def test_a_fork_runs_with_the_jobs_environment_folder_log_and_exit_code(probe_en
     assert seen["argv"][:2] == ["report", "3"] and pathlib.Path(seen["cwd"]) == job
     assert seen["env"]["CUDA_VISIBLE_DEVICES"] == "7"  # per job, not the zygote's
     assert seen["torch_loaded"]  # imported once, by the zygote
+    # so is what a process's first dispatch mode imports (every recording worker enters one), and the zygote
+    # still runs one thread only (a fork copies only the thread that forks: another's locks would stay held)
+    assert seen["dynamo_loaded"] and seen["zygote_threads"] == 1
     # No secret and no grading marker: not in the job's environment, nor in the block the zygote started with.
     for text in (json.dumps(seen["env"]), seen["initial_env"]):
         assert "do-not-leak" not in text and "NBGRADER_EXECUTION" not in text
@@ -97,3 +102,43 @@ def test_forks_are_killed_with_their_group_and_die_with_the_zygote_which_is_repl
     last = zygote._ZYGOTES[key].proc.pid
     zygote.stop_all()
     assert gone(last) and not zygote._ZYGOTES
+
+
+def test_a_gpu_zygote_whose_imports_touched_cuda_gives_no_forks_and_is_not_restarted(tmp_path):
+    # The GPU zygote imports torch, Triton and what a first dispatch mode imports; should any of that ever
+    # initialise CUDA (or make Triton pick its GPU driver), forks could not use the GPU: the zygote refuses, and
+    # its environment's processes start fresh.
+    from types import SimpleNamespace as NS
+    torch_ok, torch_init = (NS(cuda=NS(is_initialized=lambda v=v: v)) for v in (False, True))
+    assert zygote.cuda_touched(torch_ok, NS(_active=None, _default=None)) is None
+    assert "torch" in zygote.cuda_touched(torch_init, NS(_active=None, _default=None))
+    assert "Triton" in zygote.cuda_touched(torch_ok, NS(_active=None, _default=object()))
+    assert "device_count" in zygote.cuda_touched(torch_ok, NS(_active=None, _default=None), ["device_count"])
+    # the calls are noted while the warm-up runs, and torch is as it was after it
+    import torch
+    before = torch.cuda.device_count
+    with zygote._noting_cuda_calls(torch):
+        torch.cuda.device_count()
+    assert zygote._CUDA_CALLS[-1:] == ["device_count"] and torch.cuda.device_count is before
+    zygote._CUDA_CALLS.clear()
+    # The GPU zygote's own imports, run here on the CPU: ready, nothing touched.
+    env = harness._child_env()
+    z = zygote.Zygote(env, False, str(tmp_path / "light.log"))
+    try:
+        with z._cond:
+            z._cond.wait_for(lambda: z.ready or z.dead, 120)
+        assert z.ready and z.refused is None, (tmp_path / "light.log").read_text()[-2000:]
+    finally:
+        z.stop()
+    # One that refused is asked for no fork again, nor replaced.
+    refused = zygote.Zygote.__new__(zygote.Zygote)
+    refused.refused, refused.dead = "torch initialised CUDA", True
+    key = (False, tuple(sorted((k, v) for k, v in env.items() if k not in zygote._PER_JOB_ENV)))
+    with zygote._ZYGOTES_LOCK:
+        zygote._ZYGOTES[key] = refused
+    try:
+        assert zygote.spawn("kl_probe", [], env, tmp_path, tmp_path / "log", full=False) is None
+        assert zygote._ZYGOTES[key] is refused
+    finally:
+        with zygote._ZYGOTES_LOCK:
+            zygote._ZYGOTES.pop(key, None)

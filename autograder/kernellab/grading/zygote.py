@@ -74,7 +74,7 @@ def _name(name: str) -> None:
 
 def _preload(full: bool) -> None:
     import numpy  # noqa: F401
-    import torch  # noqa: F401
+    import torch
     if full:  # kernels interpreted: kernellab sets TRITON_INTERPRET before Triton loads, and touches no GPU
         import kernellab  # noqa: F401
         import kernellab.code_rules  # noqa: F401
@@ -87,6 +87,70 @@ def _preload(full: bool) -> None:
     else:  # on a GPU kernellab would initialise CUDA (it reads the device), which a fork cannot inherit
         import triton  # noqa: F401
         import triton.language  # noqa: F401
+    # after kernellab: what it imports imports Triton, which kernellab must precede
+    with _noting_cuda_calls(torch):
+        _enter_a_dispatch_mode(torch)
+
+
+_CUDA_CALLS: list = []  # torch's CUDA entry points the warm-up called (any of them may start the CUDA driver)
+
+
+def _noting_cuda_calls(torch):
+    """For the block, note in _CUDA_CALLS each call of torch's entry points that may start the CUDA driver
+    (asking for devices starts it without torch counting CUDA as initialised)."""
+    import contextlib
+    names = [(torch.cuda, n) for n in ("is_available", "device_count", "_lazy_init", "init")]
+    names += [(torch._C, n) for n in ("_cuda_getDeviceCount", "_cuda_init")]
+
+    @contextlib.contextmanager
+    def noting():
+        saved = []
+        for owner, name in names:
+            f = getattr(owner, name, None)
+            if f is None:
+                continue
+
+            def noted(*args, _f=f, _name=name, **kwargs):
+                _CUDA_CALLS.append(_name)
+                return _f(*args, **kwargs)
+            setattr(owner, name, noted)
+            saved.append((owner, name, f))
+        try:
+            yield
+        finally:
+            for owner, name, f in saved:
+                setattr(owner, name, f)
+    return noting()
+
+
+def cuda_touched(torch, triton_driver=None, calls=()) -> str | None:
+    """Why this process can no longer give forks that use the GPU, or None: torch initialised CUDA, its imports
+    called a torch entry point that may start the CUDA driver (``calls``), or Triton chose its driver (which asks
+    CUDA for devices). Checked after the imports a GPU zygote does, so a torch or Triton whose imports began
+    touching the GPU makes grading fall back to fresh processes, not fail."""
+    if torch.cuda.is_initialized():
+        return "torch initialised CUDA"
+    if calls:
+        return f"its imports called torch's {calls[0]}"
+    if triton_driver is not None and (getattr(triton_driver, "_active", None) is not None
+                                      or getattr(triton_driver, "_default", None) is not None):
+        return "Triton chose its GPU driver"
+    return None
+
+
+def _enter_a_dispatch_mode(torch) -> None:
+    """Enter a dispatch mode once, on an empty CPU tensor. The first one a process enters imports torch._dynamo,
+    and every recording worker enters one (watch.py): on two H200s under a class's load that import took a speed
+    worker 3.9-4.9 s, a quarter of lesson 02's worker seconds. Done here once, every fork has it. It touches no GPU
+    and starts no thread (tests/test_zygote.py)."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class _Pass(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            return func(*args, **(kwargs or {}))
+
+    with _Pass():
+        torch.empty(0)
 
 
 def _become(req: dict, ctl: tuple, zygote_pid: int, preloaded_env: dict) -> None:
@@ -152,6 +216,13 @@ def serve(parent_pid: int, full: bool) -> None:
 
     def send(msg: dict) -> None:
         os.write(ctl_out, (json.dumps(msg) + "\n").encode())
+    if not full:
+        import torch
+        import triton.runtime
+        why = cuda_touched(torch, getattr(triton.runtime, "driver", None), _CUDA_CALLS)
+        if why:  # a fork could not use the GPU: this environment's processes start fresh instead
+            send({"refused": why})
+            return
     send({"ready": True})
     buf, forks = b"", set()
     while True:
@@ -216,6 +287,7 @@ class Zygote:
         self._pids: dict = {}
         self._exits: dict = {}
         self.ready = self.dead = False
+        self.refused = None  # why it gives no forks (its imports touched the GPU): then none for its environment
         self.proc = None
         started = threading.Event()
         threading.Thread(target=self._run, args=(env, full, log, started), daemon=True, name="kl-zygote").start()
@@ -239,6 +311,10 @@ class Zygote:
                 with self._cond:
                     if "ready" in msg:
                         self.ready = True
+                    elif "refused" in msg:
+                        self.refused, self.dead = msg["refused"], True
+                        print(f"kernellab: grading processes start fresh (slower) for want of a warm one to fork: "
+                              f"{self.refused} in it", file=sys.stderr)
                     elif "pid" in msg:
                         self._pids[msg["id"]] = msg["pid"]
                     elif "exit" in msg:
@@ -301,6 +377,8 @@ def spawn(module: str, args: list, env: dict, cwd, log, full: bool):
     key = (full, tuple(sorted((k, v) for k, v in env.items() if k not in _PER_JOB_ENV)))
     with _ZYGOTES_LOCK:
         z = _ZYGOTES.get(key)
+        if z is not None and z.refused:
+            return None
         if z is None or z.dead:
             if z is not None:
                 z.stop()
