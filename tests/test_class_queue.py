@@ -86,10 +86,9 @@ def _no_process_left(timeout: float = 20.0, ray_too: bool = True) -> list[str]:
     return left
 
 
-def _grading_temp() -> set:
-    """What grading processes make in the temporary folder for their life: their Triton caches, the zygotes' logs."""
-    import tempfile
-    root = pathlib.Path(tempfile.gettempdir())
+def _grading_temp(root: pathlib.Path) -> set:
+    """What grading processes make in the temporary folder ``root`` for their life: their Triton caches, the
+    zygotes' logs."""
     return {p.name for pattern in ("kl-triton-*", "kl-zygote-*") for p in root.glob(pattern)}
 
 
@@ -161,7 +160,13 @@ def rayed(klass, tmp_path_factory):
     from kernellab.grading.cluster import RayGrader, connect
     course, _, _ = klass
     tmp = tmp_path_factory.mktemp("ray")
-    temp_before = _grading_temp()
+    # The cluster's processes get a temporary folder of their own (short: Ray keeps its sockets there), so what
+    # they leave is theirs, not a test's running beside this one.
+    import shutil
+    import tempfile
+    temp = pathlib.Path(tempfile.mkdtemp(prefix="klr-"))
+    mp = pytest.MonkeyPatch()
+    mp.setenv("TMPDIR", str(temp))
     assert connect("local", 4, {"num_gpus": 2})
     try:
         run = _stopped_then_resumed(course, 3, jobs=4, ray="local", store=Store(tmp / "store"), logs_dir=tmp / "logs")
@@ -172,8 +177,10 @@ def rayed(klass, tmp_path_factory):
         grader.close()
     finally:
         ray.shutdown()
+        mp.undo()
     run["left_after_shutdown"] = _no_process_left()
-    run["temp_left"] = sorted(_grading_temp() - temp_before)
+    run["temp_left"], run["temp"] = sorted(_grading_temp(temp)), temp
+    shutil.rmtree(temp, ignore_errors=True)
     run["logs"] = tmp / "logs"
     TIMES["ray"] = run["seconds"]
     return run
@@ -223,7 +230,9 @@ def test_ray_cluster_grades_the_same_scores_and_leaves_nothing_running(klass, ra
     first, second = rayed["first"], rayed["second"]
     assert first["interrupted"] and rayed["left"] == [], rayed["left"]
     assert rayed["left_after_shutdown"] == [], rayed["left_after_shutdown"]
-    # Killed graders (the stop, the end) first removed their Triton caches and zygotes' logs (GpuGrader.close).
+    # Killed graders (the stop, the end) first removed their Triton caches and zygotes' logs (GpuGrader.close),
+    # from the temporary folder they were given.
+    assert {g["temp"] for g in rayed["graders"]} == {str(rayed["temp"])}
     assert rayed["temp_left"] == [], rayed["temp_left"]
     assert not second["interrupted"] and second["reused"] == rayed["stored"]
     assert second["graded"] + second["reused"] == len(subs) * len(ONLY)

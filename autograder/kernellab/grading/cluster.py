@@ -116,7 +116,8 @@ class GpuGrader:
         harness.drop_triton_caches()
 
     def where(self) -> dict:
-        return {"node": socket.gethostname(), "gpu": self.gpu, "pid": os.getpid()}
+        import tempfile
+        return {"node": socket.gethostname(), "gpu": self.gpu, "pid": os.getpid(), "temp": tempfile.gettempdir()}
 
 
 def connect(address: str, jobs: int | None = None, init: dict | None = None) -> bool:
