@@ -220,7 +220,8 @@ class RayGrader:
                 return
             self._killed = True
         # wait, not get: a grader that died or is starting again must not keep the others from being killed
-        self.ray.wait([g.close.options(concurrency_group="control").remote() for g in self.graders], num_returns=len(self.graders), timeout=10)
+        closing = [g.close.options(concurrency_group="control").remote() for g in self.graders]
+        self.ray.wait(closing, num_returns=len(closing), timeout=10)
         for g in self.graders:
             self.ray.kill(g, no_restart=True)
 

@@ -21,6 +21,7 @@ subprocess reports it: negative for a signal).
 from __future__ import annotations
 
 import atexit
+import contextlib
 import itertools
 import json
 import os
@@ -95,32 +96,27 @@ def _preload(full: bool) -> None:
 _CUDA_CALLS: list = []  # torch's CUDA entry points the warm-up called (any of them may start the CUDA driver)
 
 
+@contextlib.contextmanager
 def _noting_cuda_calls(torch):
     """For the block, note in _CUDA_CALLS each call of torch's entry points that may start the CUDA driver
     (asking for devices starts it without torch counting CUDA as initialised)."""
-    import contextlib
-    names = [(torch.cuda, n) for n in ("is_available", "device_count", "_lazy_init", "init")]
-    names += [(torch._C, n) for n in ("_cuda_getDeviceCount", "_cuda_init")]
+    saved = []
+    for owner, name in [(torch.cuda, n) for n in ("is_available", "device_count", "_lazy_init", "init")] + \
+            [(torch._C, n) for n in ("_cuda_getDeviceCount", "_cuda_init")]:
+        f = getattr(owner, name, None)
+        if f is None:
+            continue
 
-    @contextlib.contextmanager
-    def noting():
-        saved = []
-        for owner, name in names:
-            f = getattr(owner, name, None)
-            if f is None:
-                continue
-
-            def noted(*args, _f=f, _name=name, **kwargs):
-                _CUDA_CALLS.append(_name)
-                return _f(*args, **kwargs)
-            setattr(owner, name, noted)
-            saved.append((owner, name, f))
-        try:
-            yield
-        finally:
-            for owner, name, f in saved:
-                setattr(owner, name, f)
-    return noting()
+        def noted(*args, _f=f, _name=name, **kwargs):
+            _CUDA_CALLS.append(_name)
+            return _f(*args, **kwargs)
+        setattr(owner, name, noted)
+        saved.append((owner, name, f))
+    try:
+        yield
+    finally:
+        for owner, name, f in saved:
+            setattr(owner, name, f)
 
 
 def cuda_touched(torch, triton_driver=None, calls=()) -> str | None:
@@ -142,7 +138,8 @@ def _enter_a_dispatch_mode(torch) -> None:
     """Enter a dispatch mode once, on an empty CPU tensor. The first one a process enters imports torch._dynamo,
     and every recording worker enters one (watch.py): on two H200s under a class's load that import took a speed
     worker 3.9-4.9 s, a quarter of lesson 02's worker seconds. Done here once, every fork has it. It touches no GPU
-    and starts no thread (tests/test_zygote.py)."""
+    and starts no thread (tests/test_zygote.py). watch.warm_up does the same for a process not forked from here;
+    this one cannot import it (kernellab reads the GPU)."""
     from torch.utils._python_dispatch import TorchDispatchMode
 
     class _Pass(TorchDispatchMode):
