@@ -1,0 +1,49 @@
+"""scripts/slots_model.py: the slot rule's model, on jobs whose answers are known by hand."""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
+import slots_model as M  # noqa: E402
+
+
+def job(*procs, outside=0.0):
+    return {"timed": any(h == "alone" for p in procs for h, _ in p), "outside": outside, "procs": list(procs)}
+
+
+def test_shared_holds_overlap_and_alone_ones_take_turns():
+    two_shared = [job([("shared", 1.0)]), job([("shared", 1.0)])]
+    assert M.simulate(two_shared, slots=2) == pytest.approx(1.0, abs=0.03)
+    assert M.simulate(two_shared, slots=1) == pytest.approx(2.0, abs=0.03)
+    # both ask at 0.5 s; the second has the GPU alone once the first is done
+    two_timed = [job([("shared", 0.5), ("alone", 1.0)]), job([("shared", 0.5), ("alone", 1.0)])]
+    assert M.simulate(two_timed, slots=2) == pytest.approx(2.5, abs=0.05)
+
+
+def test_a_waiting_timed_hold_keeps_new_shared_ones_from_starting():
+    long = job([("shared", 2.0)])
+    timer = job([("shared", 0.2), ("alone", 1.0)])  # asks at 0.2 s, waits for the long one (2.0 s)
+    late = job([("shared", 1.0)], outside=0.5)  # asks at 0.5 s: waits until the timer is done (3.0 s)
+    assert M.simulate([long, timer, late], slots=3) == pytest.approx(4.0, abs=0.05)
+    # handed back with no gap: shared again at once, and the next shared hold starts beside it
+    back = job([("shared", 0.1), ("alone", 0.5), ("shared", 1.0)])
+    assert M.simulate([back, job([("shared", 0.5)], outside=0.3)], slots=2) == pytest.approx(1.6, abs=0.05)
+
+
+def test_records_become_spans_and_jobs(tmp_path):
+    phases = [["start", 0.0], ["alone", 1.0], ["alone-go", 3.0], ["run", 3.5], ["shared", 4.0],
+              ["shared-go", 4.05], ["end", 5.0]]
+    assert M.process_spans(phases[:-1], 5.0) == [("shared", 1.0), ("alone", 1.0), ("shared", pytest.approx(0.95))]
+    assert M.process_spans([["start", 0.0], ["compile", 1.0]], 2.0) == [("shared", 2.0)]
+    rec = tmp_path / "s1" / "02_tiled_matmul" / "matmul_speed"
+    rec.mkdir(parents=True)
+    rec.joinpath("result.json").write_text(json.dumps({
+        "job_span": [100.0, 108.0], "phases": phases, "wall_s": 5.0, "slot_wait_s": 0.5,
+        "judge_phases": [["start", 0.0], ["run", 1.0], ["end", 1.5]], "judge_wall_s": 1.5}))
+    (only,) = M.jobs_from_records(tmp_path)
+    assert only["timed"] and len(only["procs"]) == 2 and only["outside"] == pytest.approx(1.0)
+    assert set(M.orders([only])) >= {"untimed, then timed (the queue's)", "timed first"}
