@@ -610,6 +610,21 @@ job = pathlib.Path(sys.argv[1])
 """
 
 
+def test_the_grading_process_itself_uses_a_grading_process_s_share_while_a_class_is_graded():
+    # Its job threads make cases and fp64 references beside the grading processes: capped as they are for the
+    # class, as it was after.
+    import torch
+    before = torch.get_num_threads()
+    slots = GpuSlots(1, jobs=8)
+    from kernellab.grading.cores import threads_each
+    assert slots.threads == threads_each(8, 1)
+    with slots.grading_threads():
+        assert torch.get_num_threads() == slots.threads
+    assert torch.get_num_threads() == before
+    with GpuSlots(1).grading_threads():  # no jobs given: nothing capped
+        assert torch.get_num_threads() == before
+
+
 @pytest.mark.parametrize("forked", [True, False])
 def test_a_queues_grading_processes_use_their_share_of_the_cores(tmp_path, monkeypatch, forked):
     """Each grading process of a queue runs torch's CPU work on at most its share of the untimed cores (one

@@ -178,7 +178,8 @@ def grade_class(course, lesson: str, jobs: int | None = None, force: bool = Fals
         sampled = [str(g) for g in range(cluster.gpus)] if ray == "local" and cluster.gpus else None
     usage = GpuUsage(gpus=sampled if harness.DEVICE.on_gpu else None)
     try:
-        with usage, harness.use_slots(slots) if slots is not None else contextlib.nullcontext():
+        with usage, harness.use_slots(slots) if slots is not None else contextlib.nullcontext(), \
+                slots.grading_threads() if slots is not None else contextlib.nullcontext():
             while queue or running:
                 while queue and len(running) < jobs:
                     job = queue.popleft()

@@ -87,6 +87,9 @@ class GpuGrader:
         # Its one GPU, placed among the node's for the cores kept per GPU, the node's jobs sharing the untimed cores.
         self.slots = GpuSlots(1, visible=gpus[:1] or None, jobs=jobs * node, first=_gpu_index(self.gpu), node_gpus=node)
         harness._SLOTS = self.slots  # the whole process grades for this GPU (harness.use_slots, for good)
+        if self.slots.threads:  # its own cases and references too, as the queue's grading process (grading_threads)
+            import torch
+            torch.set_num_threads(self.slots.threads)
         self.grade_one = self.slots.grader(lambda *a: harness.grade_problem(*a), harness._STOP)
         self.ceil, self.facts = _node_facts(self.slots if gpus else None)
 

@@ -95,6 +95,21 @@ class GpuSlots:
             return {}
         return {"OMP_NUM_THREADS": str(self.threads), "MKL_NUM_THREADS": str(self.threads)}
 
+    @contextlib.contextmanager
+    def grading_threads(self):
+        """For the block, the grading process's own torch CPU threads capped as each grading process's are
+        (``threads``). Its job threads make cases and compute fp64 references at once, and with OpenMP each
+        calling thread's parallel op can start a team of one thread per core: lesson 04's references took the
+        grading process 115-142 s of CPU on two H200s (32 cores), beside the grading processes' own."""
+        import torch
+        before = torch.get_num_threads()
+        if self.threads:
+            torch.set_num_threads(self.threads)
+        try:
+            yield
+        finally:
+            torch.set_num_threads(before)
+
     def cores(self, alone: bool) -> set:
         """CPU cores for a process of the calling thread's job: its GPU's timing cores when it times, else the
         untimed ones (empty: no cores kept, it runs anywhere)."""
