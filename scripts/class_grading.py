@@ -93,6 +93,19 @@ def records(logs: pathlib.Path, lesson: str = "*"):
             continue
 
 
+PROCESSES = (("", "worker"), ("judge_", "judge"), ("baseline_", "baseline"))  # a record's key prefix, what it ran
+
+
+def outside_processes(r: dict) -> float | None:
+    """Seconds of a job (an audit record) spent outside its grading processes and their waits for a GPU: the
+    grading process's own work (cases, references, judging); None for a record without its job's span."""
+    if not r.get("job_span"):
+        return None
+    inside = sum(float(r[f"{pre}wall_s"]) + float(r.get(f"{pre}slot_wait_s") or 0)
+                 for pre, _ in PROCESSES if f"{pre}wall_s" in r)
+    return max(0.0, float(r["job_span"][1]) - float(r["job_span"][0]) - inside)
+
+
 def _ratios(logs: pathlib.Path, lesson: str) -> dict:
     """(student, problem) -> the speed ratio a grading measured (from the audit records)."""
     out = {}
@@ -235,17 +248,14 @@ def process_seconds(logs: pathlib.Path) -> dict:
             jobs.append((min(float(h[0]) for h in spans), max(float(h[1]) for h in spans)))
         if r.get("gpu_slot") is not None:  # problems per GPU (did the jobs spread over every GPU?)
             on_gpu[str(r["gpu_slot"])] = on_gpu.get(str(r["gpu_slot"]), 0) + 1
-        in_processes = 0.0  # the job's processes' walls and the waits for their GPU
-        for pre, name in (("", "worker"), ("judge_", "judge"), ("baseline_", "baseline")):
+        for pre, name in PROCESSES:  # the job's processes' walls and their waits for a GPU
             if f"{pre}wall_s" in r:
-                wall, wait = float(r[f"{pre}wall_s"]), float(r.get(f"{pre}slot_wait_s") or 0)
-                out[f"{name}_s"] = round(out.get(f"{name}_s", 0.0) + wall, 1)
-                out["slot_wait_s"] = round(out.get("slot_wait_s", 0.0) + wait, 1)
-                in_processes += wall + wait
-        if r.get("job_span"):  # the rest of the job: the grading process's own work (cases, references, judging)
-            job = float(r["job_span"][1]) - float(r["job_span"][0])
-            out["job_s"] = round(out.get("job_s", 0.0) + job, 1)
-            out["grader_s"] = round(out.get("grader_s", 0.0) + max(0.0, job - in_processes), 1)
+                out[f"{name}_s"] = round(out.get(f"{name}_s", 0.0) + float(r[f"{pre}wall_s"]), 1)
+                out["slot_wait_s"] = round(out.get("slot_wait_s", 0.0) + float(r.get(f"{pre}slot_wait_s") or 0), 1)
+        outside = outside_processes(r)
+        if outside is not None:  # the rest of the job: the grading process's own work (cases, references, judging)
+            out["job_s"] = round(out.get("job_s", 0.0) + float(r["job_span"][1]) - float(r["job_span"][0]), 1)
+            out["grader_s"] = round(out.get("grader_s", 0.0) + outside, 1)
         out["workers_alone"] += any(span[2] for span in r.get("holds") or [])
         for pre, name in (("", "worker"), ("judge_", "judge")):  # what a process did once it had its GPU alone
             for phase, secs in alone_phases(r.get(f"{pre}phases") or []).items():

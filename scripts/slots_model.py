@@ -13,8 +13,11 @@ what the rule alone does with the recorded work. On the 2026-11-26 records of le
 from __future__ import annotations
 
 import argparse
-import json
 import pathlib
+import sys
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+from class_grading import PROCESSES, outside_processes, records  # noqa: E402
 
 
 def process_spans(phases: list, end: float) -> list[tuple[str, float]]:
@@ -39,24 +42,20 @@ def process_spans(phases: list, end: float) -> list[tuple[str, float]]:
 def jobs_from_records(logs: pathlib.Path) -> list[dict]:
     """Each job of a mode's records (logs-MODE/<student>/<lesson>/<problem>/result.json), in the order they
     started: {"timed": asked for its GPU alone, "outside": seconds holding nothing, "procs": [spans, ...]}."""
-    records = [json.loads(p.read_text()) for p in pathlib.Path(logs).glob("*/*/*/result.json")]
     jobs = []
-    for r in sorted((r for r in records if r.get("job_span")), key=lambda r: r["job_span"][0]):
-        procs, inside = [], 0.0
-        for pre in ("", "judge_", "baseline_"):
+    for r in sorted((r for _, r in records(pathlib.Path(logs)) if r.get("job_span")), key=lambda r: r["job_span"][0]):
+        procs = []
+        for pre, _ in PROCESSES:
             phases = r.get(f"{pre}phases")
             if not phases:
                 continue
+            end = float(phases[-1][1])
             if phases[-1][0] == "end":
-                phases, end = phases[:-1], float(phases[-1][1])
-            else:
-                end = float(phases[-1][1])
+                phases = phases[:-1]
             if phases:
                 procs.append(process_spans(phases, end))
-            inside += float(r.get(f"{pre}wall_s") or 0) + float(r.get(f"{pre}slot_wait_s") or 0)
-        span = r["job_span"][1] - r["job_span"][0]
         timed = any(h == "alone" for p in procs for h, _ in p)
-        jobs.append({"timed": timed, "outside": max(0.0, span - inside), "procs": procs})
+        jobs.append({"timed": timed, "outside": outside_processes(r), "procs": procs})
     return jobs
 
 

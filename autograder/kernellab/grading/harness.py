@@ -383,7 +383,7 @@ def decoy_case(case, gen: torch.Generator):
     return dataclasses.replace(case, inputs=[fresh(t) for t in case.inputs])
 
 
-def _grade_by_replay(problem, sources, seed: int, ceil, lesson: str, limit_s, record: dict, owner: str | None = None):
+def _grade_by_replay(problem, sources, seed: int, ceil, lesson: str, limit_s, record: dict, owner: str):
     """Worker records, judge replays: the worker runs the learner's cells on inputs of its own and records
     each graded call; the judge (another process, no learner Python) replays the records on the secret
     inputs, or times the replay against the baseline; this process judges what came back."""

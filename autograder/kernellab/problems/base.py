@@ -106,9 +106,9 @@ class CorrectnessProblem(Problem):
     # Several returned tensors (FlashAttention's output and log-sum-exp): their names, in order. Then
     # out_dtype, out_shape and reference give one value per name.
     outputs: tuple = ()
-    # Per output name, a floor on the scale its relative error is measured against (compare.rel_error): a
-    # log-sum-exp is a log, whose rounding error follows the scores (about 1), not its own value, which one key
-    # (N = 1) can put near 0: a correct kernel then read 2.4e-5 against fp32's 1e-5.
+    # Per output name, a floor on the scale its relative error is measured against (compare.rel_error), for an
+    # output whose rounding follows another scale than its own values (attention.LSE_FLOOR: a correct kernel's lse
+    # near 0 read 2.4e-5 against fp32's 1e-5).
     norm_floor: dict = dataclasses.field(default_factory=dict)
     # What the check calls instead of fn(*inputs) (fn's forward and backward through autograd, say), and
     # what replaces the signature check for it: (obj) -> why it cannot be used, or None.

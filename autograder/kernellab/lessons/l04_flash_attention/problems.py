@@ -7,7 +7,7 @@ import torch
 from ... import learner
 from ...device import DEVICE
 from ...problems.base import Answer, AnswersProblem, CorrectnessProblem, SpeedProblem
-from ..attention import (HINTS, attention_flops, attention_naive, attention_reference, attention_sdpa,
+from ..attention import (HINTS, LSE_FLOOR, attention_flops, attention_naive, attention_reference, attention_sdpa,
                         attention_sdpa_flash, forward_case,
                         peak_extra_bytes, qkv, shapes)
 
@@ -56,7 +56,7 @@ def _out_shape(case):
 FLASH = CorrectnessProblem(
     "flash_attention_correct", 5, ("flash_attention",), "flash_attention(q, k, v, causal)",
     signature="flash_attention(q, k, v, causal)", make_cases=_cases, reference=_reference,
-    out_dtype=_out_dtype, out_shape=_out_shape, hints=HINTS, outputs=("output", "lse"), norm_floor={"lse": 1.0})
+    out_dtype=_out_dtype, out_shape=_out_shape, hints=HINTS, outputs=("output", "lse"), norm_floor=LSE_FLOOR)
 
 
 def _memory_cases(gen, on_gpu):
@@ -72,7 +72,7 @@ def _extra_allowed(case):
 FLASH_MEMORY = CorrectnessProblem(
     "flash_attention_memory", 2, ("flash_attention",), "flash_attention: O(N) extra memory",
     signature="flash_attention(q, k, v, causal)", make_cases=_memory_cases, reference=_reference,
-    out_dtype=_out_dtype, out_shape=_out_shape, hints=HINTS, outputs=("output", "lse"), norm_floor={"lse": 1.0},
+    out_dtype=_out_dtype, out_shape=_out_shape, hints=HINTS, outputs=("output", "lse"), norm_floor=LSE_FLOOR,
     max_extra_bytes=_extra_allowed,
     extra_bytes_why=("FlashAttention never materialises the N x N scores: besides the output and the lse it needs "
                      "no memory at all. Every torch allocation inside the call is counted (the checks serve them)."))

@@ -9,6 +9,7 @@ from ... import learner
 from ...device import DEVICE
 from ...problems.base import Answer, AnswersProblem, Case, CorrectnessProblem, SpeedProblem
 from ..attention import HINTS as ATTENTION_HINTS, attention_flops, attention_reference, forward_case, qkv, sdpa_on
+from ..attention import LSE_FLOOR
 from ..attention import shapes as attention_shapes
 # the same fp16 matmul as lesson 02: its operands, timed inputs, sampled reference, bytes and FLOPs
 from ..l02_tiled_matmul.problems import _matmul_at, _mm_bytes, _mm_flops, _operand, _randn_matmul
@@ -168,7 +169,7 @@ ATTENTION = CorrectnessProblem(
     out_shape=lambda c: (tuple(c.inputs[0].shape), tuple(c.inputs[0].shape[:3])),
     hints={**ATTENTION_HINTS, "strided": ("It fails only on the (B, N, H, D) views: a 4-D descriptor takes the "
                                           "tensor's own strides (q.stride()), not ones computed from its shape.")},
-    outputs=("output", "lse"), norm_floor={"lse": 1.0}, min_capability=HOPPER)
+    outputs=("output", "lse"), norm_floor=LSE_FLOOR, min_capability=HOPPER)
 
 
 # ------------------------------------------------------------------ speed (sm_90 and newer)
