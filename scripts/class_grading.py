@@ -44,15 +44,24 @@ LESSONS = ["01_roofline_vector_add", "02_tiled_matmul", "03_fused_softmax_layern
 def mode_spec(mode: str) -> tuple[str, int | None]:
     """(backend, GPUs) of a mode: serial, queue or ray, on every GPU (None) or on N of them. ``serial_1gpu`` is
     serial grading (one GPU in any case) named for a machine whose other modes are ``_<N>gpu`` ones, so that
-    they are set against serial grading of their own machine (``serial_for``)."""
+    they are set against serial grading of their own machine (``serial_for``). ``queue_<N>gpu_<K>cores``: on K of
+    the machine's cores (run under ``taskset``; ``mode_cores``)."""
     if mode in ("serial", "queue"):
         return mode, None
     if mode == "ray_local":
         return "ray", None
-    m = re.fullmatch(r"(queue|ray)_([1-9][0-9]*)gpu|(serial)_(1)gpu", mode)
+    m = re.fullmatch(r"(queue|ray)_([1-9][0-9]*)gpu(?:_[1-9][0-9]*cores)?|(serial)_(1)gpu", mode)
     if not m:
-        raise SystemExit(f"unknown mode {mode!r}: serial, queue, ray_local, queue_<N>gpu, ray_<N>gpu or serial_1gpu")
+        raise SystemExit(f"unknown mode {mode!r}: serial, queue, ray_local, queue_<N>gpu, ray_<N>gpu (each may end "
+                         "_<K>cores) or serial_1gpu")
     return (m[1], int(m[2])) if m[1] else (m[3], 1)
+
+
+def mode_cores(mode: str) -> int | None:
+    """The CPU cores a ``_<K>cores`` mode is given (a share of the machine's, as a node with fewer cores per GPU
+    would have), else None: all of them."""
+    m = re.search(r"_([1-9][0-9]*)cores$", mode)
+    return int(m[1]) if m else None
 
 
 def serial_for(res: dict, mode: str) -> str | None:
@@ -350,6 +359,9 @@ def run(modes: list[str], lessons: list[str], per_lesson: int, serial_per_lesson
         backend, n_gpus = mode_spec(mode)
         if n_gpus and harness.DEVICE.on_gpu and n_gpus > on_machine:
             raise SystemExit(f"{mode}: this machine has {on_machine} GPU(s)")
+        if mode_cores(mode) and mode_cores(mode) != machine()["cores"]:
+            raise SystemExit(f"{mode}: run it on {mode_cores(mode)} cores (taskset -c 0-{mode_cores(mode) - 1}); "
+                             f"this process may use {machine()['cores']}")
         mode_jobs = jobs or (classqueue.default_jobs(n_gpus) if backend != "serial" else 1)
         logs = work / f"logs-{mode}"
         scores, students, problems, regraded = {}, 0, 0, []
@@ -433,8 +445,9 @@ def run(modes: list[str], lessons: list[str], per_lesson: int, serial_per_lesson
 def machine() -> dict:
     """The machine a mode ran on: its GPU, how many GPUs and CPU cores it has."""
     from kernellab.grading import classqueue, harness
+    from kernellab.grading.cores import usable  # the cores it ran on (a taskset gives a mode fewer)
     return {"gpu": harness.DEVICE.name if harness.DEVICE.on_gpu else "none (CPU)",
-            "gpus": classqueue.gpu_count() if harness.DEVICE.on_gpu else 0, "cores": os.cpu_count()}
+            "gpus": classqueue.gpu_count() if harness.DEVICE.on_gpu else 0, "cores": usable()}
 
 
 def pinned_cores(logs: pathlib.Path) -> dict:
@@ -560,7 +573,9 @@ def more_gpus(res: dict) -> list[str]:
     machine (throughput, target 1.7x for two), with its scores and speed ratios against serial grading and that
     one-GPU queue (targets: identical, within 3%). Into ``res["more_gpus"]``."""
     from kernellab.report import md_table, met
-    one = next((m for m in res["modes"] if mode_spec(m) == ("queue", 1)), None)
+    ones = [m for m in res["modes"] if mode_spec(m) == ("queue", 1)]
+    one = next((m for m in ones if not mode_cores(m)), ones[0] if ones else None)  # all the machine's cores first
+    shares = [m for m in ones if m != one]  # one GPU on a share of the cores: what a node of its own would bring
     many = [m for m in res["modes"] if (mode_spec(m)[1] or 0) > 1]
     if one is None or not many:
         return []
@@ -568,30 +583,39 @@ def more_gpus(res: dict) -> list[str]:
 
     def against(a, b):
         return res["pairs"].get(f"{a}|{b}") or res["pairs"].get(f"{b}|{a}")
-    for mode in many:
+
+    def compared(mode, base_one):
         n = mode_spec(mode)[1]
-        (one_s, mode_s), lessons = seconds_per_submission_over_both(res, one, mode)
+        (one_s, mode_s), lessons = seconds_per_submission_over_both(res, base_one, mode)
         gain = one_s / max(1e-9, mode_s)
         target = round(0.85 * n, 2)  # 85 % of linear: the issue's 1.7x for two GPUs
         entry = {"gpus": n, "throughput_vs_one_gpu": round(gain, 2), "target": target, "lessons": lessons}
         short = ", ".join(ls[:2] for ls in lessons) if lessons != res["lessons"] else "all"
-        cells = [mode, n, short, round(mode_s, 1), round(one_s, 1), f"{gain:.2f}x", f"{target}x", met(gain, target)]
+        cells = [mode, n, base_one, short, round(mode_s, 1), round(one_s, 1), f"{gain:.2f}x", f"{target}x",
+                 met(gain, target)]
         base = serial_for(res, mode)
-        for key, other in (("vs_serial", base), (f"vs_{one}", one)):
+        for key, other in (("vs_serial", base), (f"vs_{base_one}", base_one)):
             p = against(mode, other) if other else None
             entry[key] = p
             cells += ["-", "-"] if not p else [
                 f"{p['scores'] - p['scores_differ']}/{p['scores']}" + (" **differ**" if p["scores_differ"] else ""),
                 f"{p['max_ratio_diff']:.1%} of {p['ratios']} ({met(0.03, p['max_ratio_diff'])})" if p["ratios"] else "-"]
-        res["more_gpus"][mode] = entry
         rows.append(cells)
+        return entry
+    for mode in many:
+        res["more_gpus"][mode] = compared(mode, one)
+        for share in shares:  # each GPU with its share of the cores, as on nodes of one GPU each
+            res["more_gpus"][mode].setdefault("with_its_cores", {})[share] = {
+                "cores": mode_cores(share), **compared(mode, share)}
     bases = sorted({b for m in many if (b := serial_for(res, m))})
-    return ["", f"GPUs added: each mode against `{one}` (the local queue on one GPU of the same machine) over the "
-            "lessons both graded; scores and speed ratios against serial grading "
-            f"({', '.join(f'`{b}`' for b in bases) or 'none'}) and against `{one}` (problems both graded):", "",
-            *md_table(["mode", "GPUs", "lessons", "s per submission", f"{one}'s", "throughput vs one GPU", "target", "met",
-                       "scores same as serial", "ratio diff vs serial (3%)", f"scores same as {one}",
-                       f"ratio diff vs {one} (3%)"], rows)]
+    share_words = "".join(f"; `{s}` is the queue on one GPU given {mode_cores(s)} of the machine's cores (taskset), "
+                          "as each GPU's share of a node of one GPU would be" for s in shares)
+    return ["", f"GPUs added: each mode against the local queue on one GPU of the same machine (`{one}`{share_words}) "
+            "over the lessons both graded; scores and speed ratios against serial grading "
+            f"({', '.join(f'`{b}`' for b in bases) or 'none'}) and against that one-GPU queue (problems both graded):",
+            "", *md_table(["mode", "GPUs", "against", "lessons", "s per submission", "one GPU's", "throughput vs one GPU",
+                           "target", "met", "scores same as serial", "ratio diff vs serial (3%)",
+                           "scores same as one GPU", "ratio diff vs one GPU (3%)"], rows)]
 
 
 def under_load(res: dict) -> list[str]:

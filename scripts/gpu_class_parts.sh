@@ -6,8 +6,10 @@
 #          data, serve, llm, tune, train and the dashboard's client build): under the 64 MiB a run carries
 #   there: bash scripts/gpu_class_parts.sh queue:04_flash_attention:q04:240 ray_local:03_fused_softmax_layernorm:r03:260
 # A fifth field sets variables for one part (queue_2gpu:03_fused_softmax_layernorm:t03:200:OMP_NUM_THREADS=1);
-# JOBS=N there grades that part with --jobs N (queue_2gpu:03_fused_softmax_layernorm:j03:120:JOBS=18).
+# JOBS=N there grades that part with --jobs N (queue_2gpu:03_fused_softmax_layernorm:j03:120:JOBS=18), PER=N a class
+# of N submissions (--per-lesson), CPUS=0-15 on those cores only (taskset: one GPU with its half of the host's CPU).
 # Modes queue_<N>gpu / ray_<N>gpu grade on N of the machine's GPUs (the two-GPU run: queue_1gpu beside queue_2gpu).
+# A part's whole output is kept as $OUT/full-PART.txt (the log shows its last lines).
 # Every part starts with an empty Triton cache of its own, so no mode grades with kernels an earlier part compiled.
 set -u
 python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whlcls/*.whl 2>&1 | grep -v WARNING | tail -2
@@ -25,13 +27,15 @@ started=$(mktemp)  # this call's runs are the class folders made after it (a war
 for spec in "$@"; do
   IFS=: read -r mode lesson part t vars <<<"$spec"  # vars (optional): KEY=V,KEY=V set for this part only
   jobs=(); [[ ",$vars," =~ ,JOBS=([0-9]+), ]] && jobs=(--jobs "${BASH_REMATCH[1]}")  # JOBS=N: --jobs N
+  [[ ",$vars," =~ ,PER=([0-9]+), ]] && jobs+=(--per-lesson "${BASH_REMATCH[1]}")  # PER=N: N submissions
+  on=(); [[ ",$vars," =~ ,CPUS=([0-9-]+), ]] && on=(taskset -c "${BASH_REMATCH[1]}")  # CPUS=0-15: those cores only
   echo "== $spec $(date -u +%T)"
   export TRITON_CACHE_DIR=/tmp/triton-$part; rm -rf "$TRITON_CACHE_DIR"
   run=(python3 scripts/class_grading.py)
   # KL_PYSPY=1: sample the grading process (not its workers) while it holds the GIL, into $OUT/pyspy-PART.txt
   [ "${KL_PYSPY:-}" = 1 ] && run=(py-spy record --gil --nonblocking --rate 20 --format raw -o "$OUT/pyspy-$part.txt" -- "${run[@]}")
-  env ${vars//,/ } timeout -k 20 "$t" "${run[@]}" --modes "$mode" --lessons "$lesson" --part "$part" \
-    --out "$OUT" --serial-per-lesson 1 "${jobs[@]}" 2>&1 | grep -v "Warning\|^E11\|^W11\|py-spy> " | tail -12
+  env ${vars//,/ } timeout -k 20 "$t" "${on[@]}" "${run[@]}" --modes "$mode" --lessons "$lesson" --part "$part" \
+    --out "$OUT" --serial-per-lesson 1 "${jobs[@]}" 2>&1 | tee "$OUT/full-$part.txt" | grep -v "Warning\|^E11\|^W11\|py-spy> " | tail -12
   pkill -f raylet; pkill -f gcs_server; sleep 1
 done
 # every grading's record (holds, waits, logs' tails), for what the parts' summaries do not say

@@ -96,7 +96,11 @@ def test_modes_name_their_gpus_and_unknown_ones_are_refused():
     assert CG.mode_spec("serial") == ("serial", None) and CG.mode_spec("ray_local") == ("ray", None)
     assert CG.mode_spec("queue_1gpu") == ("queue", 1) and CG.mode_spec("ray_2gpu") == ("ray", 2)
     assert CG.mode_spec("serial_1gpu") == ("serial", 1)  # serial grading on a machine of N-GPU modes
-    for bad in ("queue_0gpu", "queue2gpu", "slurm_2gpu", "ray_gpu", "serial_2gpu"):
+    # one GPU on a share of the machine's cores (run under taskset)
+    assert CG.mode_spec("queue_1gpu_16cores") == ("queue", 1) and CG.mode_cores("queue_1gpu_16cores") == 16
+    assert CG.mode_cores("queue_1gpu") is None
+    for bad in ("queue_0gpu", "queue2gpu", "slurm_2gpu", "ray_gpu", "serial_2gpu", "queue_1gpu_0cores",
+                "serial_1gpu_8cores"):
         try:
             CG.mode_spec(bad)
         except SystemExit as exc:
@@ -138,7 +142,7 @@ def test_a_second_gpu_is_set_against_one_gpu_of_the_same_machine(tmp_path):
     assert "1.80x" in row and "| yes |" in row and "5.0% of 1 (**no**)" in row and "2.9% of 1 (yes)" in row
     assert "| **no** | 1/1 | - | 1/2 **differ** | - |" in text  # ray_2gpu: too slow, one score differs
     assert ray["lessons"] == [L1] and two["lessons"] == [L1, L2]
-    assert "| ray_2gpu | 2 | 01 | 7.5 | 10.0 | 1.33x |" in text  # Ray graded lesson 01 only: set against its row
+    assert "| ray_2gpu | 2 | queue_1gpu | 01 | 7.5 | 10.0 | 1.33x |" in text  # Ray graded lesson 01 only: its row
     # a one-GPU lesson the mode did not grade does not move its comparison
     heavier = [dict(p, modes={m: dict(v, wall_s=300.0, per_student_s=30.0) for m, v in p["modes"].items()})
                if p["lessons"] == [L2] and "queue_1gpu" in p["modes"] else p for p in parts]
@@ -166,6 +170,17 @@ def test_a_second_gpu_is_set_against_one_gpu_of_the_same_machine(tmp_path):
     CG.write(res_g, tmp_path)
     assert res_g["scores_identical"] and not any("queue" in k.split("|") for k in res_g["pairs"])
     assert res_g["modes"]["queue"]["gpu_model"] == "G"
+    # one GPU given half the cores too (each GPU with its share of them): a second comparison, in a row of its own
+    share = [_part("queue_1gpu_16cores", L, 160.0, 10, sc if L == L1 else {}, {}, cores=16) for L in (L1, L2)]
+    res_s = CG.merge(parts + share)
+    text = CG.write(res_s, tmp_path)
+    two = res_s["more_gpus"]["queue_2gpu"]
+    assert two["throughput_vs_one_gpu"] == round(200 / 111.1, 2)  # still against all the cores first
+    half = two["with_its_cores"]["queue_1gpu_16cores"]
+    assert half["cores"] == 16 and half["throughput_vs_one_gpu"] == round(320 / 111.1, 2) and half["target"] == 1.7
+    assert half["vs_queue_1gpu_16cores"] == {"scores": 2, "scores_differ": 0, "ratios": 0, "max_ratio_diff": 0.0}
+    assert f"| queue_2gpu | 2 | queue_1gpu_16cores | all | 5.6 | 16.0 | {320 / 111.1:.2f}x | 1.7x | yes |" in text
+    assert "`queue_1gpu_16cores` is the queue on one GPU given 16 of the machine's cores" in text
     # no one-GPU queue of the same machine: no section, rather than a comparison across machines
     del res["modes"]["queue_1gpu"]
     assert CG.more_gpus(res) == []

@@ -1,5 +1,6 @@
 """Pieces of the grade of record that need no nbgrader run."""
 import math
+import os
 import pathlib
 
 import pytest
@@ -171,6 +172,14 @@ def test_jobs_at_once_follow_the_cpu_cores_as_well_as_gpu_memory():
     assert jobs_within(1, 1, 2, 2) == 1
 
 
+def test_jobs_at_once_count_the_cores_this_process_may_use(monkeypatch):
+    # Under taskset, or a Slurm or container cpuset, the machine has more cores than the grading may use.
+    from kernellab.grading import classqueue, cores
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {4, 5, 6, 7}, raising=False)
+    assert cores.usable() == 4 and classqueue.default_jobs() == 2  # on a CPU: half of them
+    assert len(cores.untimed_cores(1)) == 4  # too few to keep any for timing
+
+
 def test_a_local_ray_cluster_is_told_of_the_gpus_it_was_given():
     from kernellab.grading.classqueue import ray_local_init
     assert ray_local_init(1, None, on_machine=2) == {"num_gpus": 1}
@@ -213,22 +222,33 @@ print(json.dumps([outcome.fraction, outcome.message, sorted(p.name[:9] for p in 
 def test_each_submission_s_workers_have_a_triton_cache_of_their_own(monkeypatch):
     # Workers of one submission share a Triton cache; another submission's workers never see it, nor the judges'
     # cache, nor the one the instructor's environment names (Triton's one default cache let a worker overwrite
-    # another student's compiled kernels and launchers).
+    # another student's compiled kernels and launchers). So with Inductor's cache, inside it (its default, one per
+    # user, let a worker plant the code a baseline judge's torch.compile would generate and load).
     from nbformat.v4 import new_code_cell, new_notebook
 
     from kernellab.grading import harness
     from kernellab.lessons.l01_roofline_vector_add.problems import ADD
     monkeypatch.setenv("TRITON_CACHE_DIR", "/nowhere/the-instructors-cache")
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", "/nowhere/the-instructors-inductor")
 
     def notebook(tag):
         c = new_code_cell(f"import triton\ndef add(x, y):  # {tag}\n    raise ValueError('at ' + triton.knobs.cache.dir)\n")
         c.metadata["nbgrader"] = {"solution": True, "grade": False, "grade_id": "add_code"}
         return new_notebook(cells=[c])
 
+    told = []  # the environment each grading process was started with (forked or fresh)
+    spawn = harness.zygote.spawn
+    monkeypatch.setattr(harness.zygote, "spawn", lambda module, args, env, *a: told.append(env) or spawn(module, args, env, *a))
+
     def cache_of(nb):
+        told.clear()
         outcome, _ = harness.grade_problem(ADD, nb, seed=3, lesson="01_roofline_vector_add")
         assert outcome.fraction == 0 and "at " in outcome.message, outcome.message
-        return outcome.message.split("at ", 1)[1].split()[0].strip("'\".,")
+        cache = outcome.message.split("at ", 1)[1].split()[0].strip("'\".,")
+        worker, *judges = [e["TORCHINDUCTOR_CACHE_DIR"] for e in told]
+        assert worker == str(pathlib.Path(cache) / "inductor")
+        assert all(j == str(pathlib.Path(harness.triton_cache("judge")) / "inductor") for j in judges)
+        return cache
 
     a, b = notebook("a"), notebook("b")
     first, again, other = cache_of(a), cache_of(a), cache_of(b)

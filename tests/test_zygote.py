@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import pathlib
+import tempfile
 import time
 
 import pytest
@@ -56,11 +57,14 @@ def _fork(env, tmp_path, *args, name="job", **extra):
 
 def test_a_fork_runs_with_the_jobs_environment_folder_log_and_exit_code(probe_env):
     env, tmp = probe_env
-    proc, job = _fork(env, tmp, "report", "3", name="a", CUDA_VISIBLE_DEVICES="7")
+    proc, job = _fork(env, tmp, "report", "3", name="a", CUDA_VISIBLE_DEVICES="7",
+                      TORCHINDUCTOR_CACHE_DIR=str(tmp / "a-inductor"))
     assert proc.wait(60) == 3
     seen = json.loads((job / "log").read_text().strip().splitlines()[-1])
     assert seen["argv"][:2] == ["report", "3"] and pathlib.Path(seen["cwd"]) == job
     assert seen["env"]["CUDA_VISIBLE_DEVICES"] == "7"  # per job, not the zygote's
+    # Inductor's cache too: the job's own, never one the zygote's imports made (a folder every fork would share)
+    assert seen["env"]["TORCHINDUCTOR_CACHE_DIR"] == str(tmp / "a-inductor")
     assert seen["torch_loaded"]  # imported once, by the zygote
     # so is what a process's first dispatch mode imports (every recording worker enters one), and the zygote
     # still runs one thread only (a fork copies only the thread that forks: another's locks would stay held)
@@ -73,7 +77,9 @@ def test_a_fork_runs_with_the_jobs_environment_folder_log_and_exit_code(probe_en
     # A second job forks from the same warm zygote; a job of another environment gets one of its own.
     proc2, job2 = _fork(env, tmp, "report", name="b")
     assert proc2.wait(60) == 0
-    assert json.loads((job2 / "log").read_text().strip().splitlines()[-1])["ppid"] == seen["ppid"]
+    second = json.loads((job2 / "log").read_text().strip().splitlines()[-1])
+    assert second["ppid"] == seen["ppid"] and "TORCHINDUCTOR_CACHE_DIR" not in second["env"]
+    assert not list(pathlib.Path(tempfile.gettempdir()).glob("kl-zygote-inductor-*"))  # gone before any fork
     # Another environment, another zygote. This one, like a judge counting reads on a GPU machine, is told to
     # interpret kernels but not how: kernellab's import in the zygote sets TRITON_INTERPRET, and the fork, whose
     # Triton was imported under it, keeps it.

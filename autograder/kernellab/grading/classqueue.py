@@ -24,7 +24,7 @@ import time
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 
 from . import harness, zygote
-from .cores import untimed_cores
+from .cores import untimed_cores, usable
 from .store import STORE_DIR, Store, notebook_hash
 
 # GiB of GPU memory a grading job may need (a worker's or judge's CUDA context, the largest lesson's inputs).
@@ -47,7 +47,7 @@ def default_jobs(gpus: int | None = None) -> int:
     graded lessons 01 and 03 in 29.2 and 51.3 s, 24 jobs in 34.2 and 54.2 s, their processes slower for want of
     cores (assets/gpu/class_grading.md)."""
     from ..device import DEVICE
-    cores = os.cpu_count() or 2
+    cores = max(2, usable())  # the cores it may run on (a taskset or cpuset), not the machine's
     if not DEVICE.on_gpu:
         return max(1, cores // 2)
     import torch

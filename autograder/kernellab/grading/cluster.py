@@ -30,6 +30,7 @@ import threading
 import time
 
 from ..paths import package_root, pythonpath_with_package
+from .cores import usable
 
 LOCAL = "local"
 _BUDGETS = ("COMPILE_BUDGET", "RUN_BUDGET", "LOAD_BUDGET")
@@ -136,7 +137,7 @@ def connect(address: str, jobs: int | None = None, init: dict | None = None) -> 
     if address == LOCAL:
         # A local cluster of this machine: its workers import kernellab from here.
         path = pythonpath_with_package(os.environ.get("PYTHONPATH"))
-        kw.setdefault("num_cpus", max(os.cpu_count() or 1, jobs or 0))
+        kw.setdefault("num_cpus", max(usable(), jobs or 0))  # the cores it may use (a taskset), not the machine's
         ray.init(include_dashboard=False, log_to_driver=False, runtime_env={"env_vars": {"PYTHONPATH": path}}, **kw)
     else:
         # Another machine's cluster: the package travels with the job (torch, triton and nbformat must be

@@ -10,6 +10,15 @@ TIMING_CORES = int(os.environ.get("KERNELLAB_TIMING_CORES", "2"))
 SPARE_CORES = 4  # at least this many left for everything else, or no cores are kept
 
 
+def usable() -> int:
+    """How many CPU cores this process may run on: its affinity (``taskset``, a Slurm or container cpuset), not
+    the machine's count, which a job given 8 cores of a 128-core node would otherwise fill with jobs."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except AttributeError:  # no affinity (not Linux): every core
+        return os.cpu_count() or 1
+
+
 def timing_cores(index: int, gpus: int, cores=None) -> set:
     """The CPU cores kept for GPU ``index``'s timed process: the highest-numbered ``TIMING_CORES`` not kept for a
     lower index, of ``cores`` (default: the ones this process may use). None are kept where fewer than

@@ -98,6 +98,14 @@ def triton_cache(owner: str | None) -> str:
         return _TRITON[key]
 
 
+def inductor_cache(triton_folder: str) -> str:
+    """Inductor's cache for the processes of a Triton cache folder (``triton_cache``), inside it: the same owners,
+    removed with it. Inductor's default is one folder per user that every process shares, and it imports the
+    generated code it finds there by content hash without reading it again: a worker that wrote the file a
+    baseline judge's torch.compile would generate (lesson 07) would run its own code in that judge."""
+    return os.path.join(triton_folder, "inductor")
+
+
 def drop_triton_caches() -> None:
     """Remove every Triton cache folder of this process now (at exit; a Ray grader before it is killed, which runs
     no atexit). Later gradings get new ones."""
@@ -150,7 +158,9 @@ def _start_child(jobdir, interpreted, limit_s, module, result, extra_env: dict,
     with open(jobdir / f"{module.rsplit('.', 1)[-1]}.log", "wb") as log:
         # Its own session, so a budget can kill the child's whole group; our pid, so it dies with us.
         env = {**_child_env(interpreted), **extra_env}
-        env["TRITON_CACHE_DIR"] = triton_cache("judge" if module.endswith(".judge") else owner)
+        caches = triton_cache("judge" if module.endswith(".judge") else owner)
+        env["TRITON_CACHE_DIR"] = caches
+        env["TORCHINDUCTOR_CACHE_DIR"] = inductor_cache(caches)
         # A fork of a warm process that already imported torch and Triton (grading/zygote.py), else a fresh one.
         proc = zygote.spawn(module, [jobdir], env, jobdir, log.name, interpreted or not DEVICE.on_gpu)
         if proc is None:

@@ -26,13 +26,15 @@ import itertools
 import json
 import os
 import select
+import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 
 _PR_SET_PDEATHSIG, _PR_SET_NAME, _PR_SET_DUMPABLE = 1, 15, 4
 # Changed per job, so not part of which zygote a job forks from (nothing reads them before the fork's own code).
-_PER_JOB_ENV = ("CUDA_VISIBLE_DEVICES", "TRITON_CACHE_DIR")
+_PER_JOB_ENV = ("CUDA_VISIBLE_DEVICES", "TRITON_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR")
 
 
 def _prctl(option: int, value) -> None:
@@ -207,7 +209,16 @@ def serve(parent_pid: int, full: bool) -> None:
     os.dup2(2, 1)
     os.close(null)
     before = dict(os.environ)
-    _preload(full)
+    # torch._dynamo's import makes Inductor's cache folder and names it in the environment (by default one folder
+    # per user in the temporary folder, shared by every process): here a folder of the zygote's, gone before any
+    # fork, so no fork inherits a folder another fork could write (each job is told its own: harness).
+    scratch = tempfile.mkdtemp(prefix="kl-zygote-inductor-")
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = scratch
+    try:
+        _preload(full)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+        os.environ.pop("TORCHINDUCTOR_CACHE_DIR", None)
     preloaded_env = {k: v for k, v in os.environ.items() if before.get(k) != v}
     me = os.getpid()
 
