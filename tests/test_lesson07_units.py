@@ -130,3 +130,10 @@ def test_host_enqueue_time_is_the_hosts_share_of_a_call():
     b2b = back_to_back_ms(lambda: (calls.append(1), time.sleep(0.002)), n=5, rounds=2)
     assert len(calls) == 1 + 5 * 2  # one untimed call, then the rounds
     assert 2.0 <= b2b["issue_ms"] <= b2b["wall_ms"] < 100
+    # A stall in one batch (a host hiccup) is not what a call costs: the speed judge's cross-check takes the best of
+    # three, so an honest kernel is not flagged as work escaping its timing events; escaped work is in every batch.
+    from kernellab.timing import escaped
+    calls.clear()
+    b2b = back_to_back_ms(lambda: (calls.append(1), time.sleep(0.06 if len(calls) == 3 else 0.002)), n=6, rounds=3)
+    assert b2b["wall_ms"] < 6.0 and not escaped(b2b["wall_ms"], 2.0, None)
+    assert escaped(back_to_back_ms(lambda: time.sleep(0.006), n=6, rounds=3)["wall_ms"], 2.0, None)
