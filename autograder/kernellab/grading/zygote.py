@@ -29,7 +29,6 @@ import select
 import shutil
 import subprocess
 import sys
-import tempfile
 import threading
 
 _PR_SET_PDEATHSIG, _PR_SET_NAME, _PR_SET_DUMPABLE = 1, 15, 4
@@ -195,7 +194,7 @@ def _become(req: dict, ctl: tuple, zygote_pid: int, preloaded_env: dict) -> None
         os._exit(code)
 
 
-def serve(parent_pid: int, full: bool) -> None:
+def serve(parent_pid: int, full: bool, scratch: str) -> None:
     # Run as a script, not ``-m kernellab...``: importing the package would read the GPU, initialising CUDA.
     if sys.path and os.path.abspath(sys.path[0]) == os.path.dirname(os.path.abspath(__file__)):
         del sys.path[0]  # grading/'s own files are not top-level modules
@@ -210,9 +209,10 @@ def serve(parent_pid: int, full: bool) -> None:
     os.close(null)
     before = dict(os.environ)
     # torch._dynamo's import makes Inductor's cache folder and names it in the environment (by default one folder
-    # per user in the temporary folder, shared by every process): here a folder of the zygote's, gone before any
-    # fork, so no fork inherits a folder another fork could write (each job is told its own: harness).
-    scratch = tempfile.mkdtemp(prefix="kl-zygote-inductor-")
+    # per user in the temporary folder, shared by every process): here ``scratch``, a folder beside the zygote's
+    # log (which the grader removes, even if this process is killed mid-import), gone before any fork, so no fork
+    # inherits a folder another fork could write (each job is told its own: harness).
+    os.makedirs(scratch, exist_ok=True)
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = scratch
     try:
         _preload(full)
@@ -305,7 +305,8 @@ class Zygote:
         try:
             with open(log, "ab") as err:
                 self.proc = subprocess.Popen(
-                    [sys.executable, os.path.abspath(__file__), str(os.getpid()), "full" if full else "light"],
+                    [sys.executable, os.path.abspath(__file__), str(os.getpid()), "full" if full else "light",
+                     os.path.splitext(log)[0] + "-inductor"],
                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, env=env, start_new_session=True)
         except OSError:
             self.proc = None
@@ -406,9 +407,8 @@ def stop_all() -> None:
             z.stop()
         _ZYGOTES.clear()
         if _LOG_DIR:  # the zygotes' own logs (each job's log is the job's)
-            import shutil
             shutil.rmtree(_LOG_DIR.pop(), ignore_errors=True)
 
 
 if __name__ == "__main__":
-    serve(int(sys.argv[1]), sys.argv[2] == "full")
+    serve(int(sys.argv[1]), sys.argv[2] == "full", sys.argv[3])
