@@ -281,3 +281,47 @@ def test_the_steps_of_a_graded_run_share_its_budget_and_its_message(tmp_path):
         proc.wait()
     assert phase == "run-call" and "the graded run took longer than its budget of 1 s" in why
     assert [p[0] for p in seen][-2:] == ["run", "run-call"]
+
+
+def test_a_ray_grader_closing_waits_out_its_jobs_and_then_cleans_up():
+    # A job already past its last check of the stop can still make a Triton cache (or start a zygote) after close()
+    # first cleaned up (CI once found a zygote's folder left by killed graders): close() waits its jobs out, then
+    # cleans again, and no job starts once it began.
+    import threading
+    import time
+
+    import nbformat
+    from nbformat.v4 import new_notebook
+
+    from kernellab.grading import harness
+    from kernellab.grading.cluster import GpuGrader
+    g = GpuGrader.__new__(GpuGrader)  # no Ray: the grader's own bookkeeping
+    g._jobs, g._jobs_cv, g.gpu, g.ceil, g.facts = 0, threading.Condition(), None, None, None
+    made, inside, ended = [], threading.Event(), []
+
+    def late_job(p, nb, seed, ceil, facts, lesson):
+        inside.set()
+        while not harness._STOP.is_set():
+            time.sleep(0.01)
+        time.sleep(0.3)  # past its check: it makes its cache after close()'s first clean-up
+        made.append(harness.triton_cache("a late job"))
+        raise KeyboardInterrupt("grading interrupted")
+    g.grade_one = late_job
+    text = nbformat.writes(new_notebook())
+
+    def job():
+        try:
+            g.grade("01_roofline_vector_add", "add_correct", text, 1)
+        except KeyboardInterrupt as exc:
+            ended.append(str(exc))
+    t = threading.Thread(target=job)
+    t.start()
+    assert inside.wait(30)
+    try:
+        g.close()
+        t.join(10)
+        assert ended == ["grading interrupted"] and made and not pathlib.Path(made[0]).exists()
+        with pytest.raises(KeyboardInterrupt, match="stopping"):
+            g.grade("01_roofline_vector_add", "add_correct", text, 1)
+    finally:
+        harness.resume()

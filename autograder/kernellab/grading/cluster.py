@@ -88,6 +88,7 @@ class GpuGrader:
         # Its one GPU, placed among the node's for the cores kept per GPU, the node's jobs sharing the untimed cores.
         self.slots = GpuSlots(1, visible=gpus[:1] or None, jobs=jobs * node, first=_gpu_index(self.gpu), node_gpus=node)
         harness._SLOTS = self.slots  # the whole process grades for this GPU (harness.use_slots, for good)
+        self._jobs, self._jobs_cv = 0, threading.Condition()  # jobs inside grade(), which close() waits out
         if self.slots.threads:  # its own cases and references too, as the queue's grading process (grading_threads)
             import torch
             torch.set_num_threads(self.slots.threads)
@@ -101,7 +102,17 @@ class GpuGrader:
         from . import harness
         started = time.time()
         p = problems_of(lesson)[problem_id]
-        outcome, record = self.grade_one(p, nbformat.reads(nb_text, as_version=4), seed, self.ceil, self.facts, lesson)
+        with self._jobs_cv:  # none starts once close() began: it would make files close() has already removed
+            if harness._STOP.is_set():
+                raise KeyboardInterrupt("this grader is stopping")
+            self._jobs += 1
+        try:
+            outcome, record = self.grade_one(p, nbformat.reads(nb_text, as_version=4), seed, self.ceil, self.facts,
+                                             lesson)
+        finally:
+            with self._jobs_cv:
+                self._jobs -= 1
+                self._jobs_cv.notify_all()
         for key in ("gpu_slot", "judge_gpu_slot"):  # the node's id for the GPU (the slot here is always 0)
             if key in record and self.gpu is not None:
                 record[key] = self.gpu
@@ -113,9 +124,14 @@ class GpuGrader:
     def close(self) -> None:
         """Stop this grader's grading: no job starts another process, its zygotes stop (and the processes forked
         from them), and what it made in the temporary folder goes (its Triton caches, the zygotes' logs).
-        Called before Ray kills the grader, which runs no atexit."""
+        Called before Ray kills the grader, which runs no atexit. A job already past its last check of the stop
+        may still start a zygote or make a Triton cache after the first clean-up (CI once found a zygote's folder
+        left): the jobs are waited out (their processes are killed, so they end at once), then it cleans again."""
         from . import harness, zygote
         harness._STOP.set()
+        zygote.stop_all()
+        with self._jobs_cv:
+            self._jobs_cv.wait_for(lambda: self._jobs == 0, timeout=15.0)
         zygote.stop_all()
         harness.drop_triton_caches()
 
