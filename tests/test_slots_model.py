@@ -34,6 +34,17 @@ def test_a_waiting_timed_hold_keeps_new_shared_ones_from_starting():
     assert M.simulate([back, job([("shared", 0.5)], outside=0.3)], slots=2) == pytest.approx(1.6, abs=0.05)
 
 
+def test_a_jobs_later_process_may_pass_a_waiting_timer_where_modelled():
+    # The rule not built, modelled (later_jump): a job's judge starts beside a waiting timed hold; its worker may not.
+    long = job([("shared", 2.0)])
+    timer = job([("shared", 0.2), ("alone", 1.0)])  # waits from 0.2 s for the long one (until 2.0 s)
+    judged = job([("shared", 0.3)], [("shared", 0.5)])  # its judge asks at 0.3 s, while the timer waits
+    assert M.simulate([long, timer, judged], slots=3) == pytest.approx(3.5, abs=0.05)  # judge after the timer
+    assert M.simulate([long, timer, judged], slots=3, later_jump=True) == pytest.approx(3.0, abs=0.05)
+    late = job([("shared", 1.0)], outside=0.5)  # a first process still waits for the timer
+    assert M.simulate([long, timer, late], slots=3, later_jump=True) == pytest.approx(4.0, abs=0.05)
+
+
 def test_records_become_spans_and_jobs(tmp_path):
     phases = [["start", 0.0], ["alone", 1.0], ["alone-go", 3.0], ["run", 3.5], ["shared", 4.0],
               ["shared-go", 4.05], ["end", 5.0]]
