@@ -359,9 +359,9 @@ def run(modes: list[str], lessons: list[str], per_lesson: int, serial_per_lesson
         backend, n_gpus = mode_spec(mode)
         if n_gpus and harness.DEVICE.on_gpu and n_gpus > on_machine:
             raise SystemExit(f"{mode}: this machine has {on_machine} GPU(s)")
-        if mode_cores(mode) and mode_cores(mode) != machine()["cores"]:
-            raise SystemExit(f"{mode}: run it on {mode_cores(mode)} cores (taskset -c 0-{mode_cores(mode) - 1}); "
-                             f"this process may use {machine()['cores']}")
+        given, usable = mode_cores(mode), machine()["cores"]
+        if given and given != usable:
+            raise SystemExit(f"{mode}: run it on {given} cores (taskset -c 0-{given - 1}); this process may use {usable}")
         mode_jobs = jobs or (classqueue.default_jobs(n_gpus) if backend != "serial" else 1)
         logs = work / f"logs-{mode}"
         scores, students, problems, regraded = {}, 0, 0, []

@@ -140,7 +140,7 @@ def test_a_gpu_zygote_whose_imports_touched_cuda_gives_no_forks_and_is_not_resta
     # One that refused is asked for no fork again, nor replaced.
     refused = zygote.Zygote.__new__(zygote.Zygote)
     refused.refused, refused.dead = "torch initialised CUDA", True
-    key = (False, tuple(sorted((k, v) for k, v in env.items() if k not in zygote._PER_JOB_ENV)))
+    key = zygote.key_for(env, False)
     with zygote._ZYGOTES_LOCK:
         zygote._ZYGOTES[key] = refused
     try:

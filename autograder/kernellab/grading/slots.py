@@ -95,16 +95,23 @@ class GpuSlots:
             return {}
         return {"OMP_NUM_THREADS": str(self.threads), "MKL_NUM_THREADS": str(self.threads)}
 
-    @contextlib.contextmanager
-    def grading_threads(self):
-        """For the block, the grading process's own torch CPU threads capped as each grading process's are
-        (``threads``). Its job threads make cases and compute fp64 references at once, and with OpenMP each
-        calling thread's parallel op can start a team of one thread per core: lesson 04's references took the
-        grading process 115-142 s of CPU on two H200s (32 cores), beside the grading processes' own."""
+    def cap_grading_threads(self) -> int:
+        """Cap the grading process's own torch CPU threads as each grading process's are (``threads``; no cap
+        without one); returns how many it had. Its job threads make cases and compute fp64 references at once,
+        and with OpenMP each calling thread's parallel op can start a team of one thread per core: lesson 04's
+        references took the grading process 115-142 s of CPU on two H200s (32 cores), beside the grading
+        processes' own. A Ray grader caps them for good (grading/cluster.py)."""
         import torch
         before = torch.get_num_threads()
         if self.threads:
             torch.set_num_threads(self.threads)
+        return before
+
+    @contextlib.contextmanager
+    def grading_threads(self):
+        """For the block, ``cap_grading_threads``; as before after it (the queue, for a class)."""
+        import torch
+        before = self.cap_grading_threads()
         try:
             yield
         finally:

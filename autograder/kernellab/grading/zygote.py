@@ -378,12 +378,22 @@ def enabled() -> bool:
 _LOG_DIR: list = []
 
 
+def _shared_env(env: dict) -> dict:
+    """What of a job's environment its zygote is started with (all but what changes per job)."""
+    return {k: v for k, v in env.items() if k not in _PER_JOB_ENV}
+
+
+def key_for(env: dict, full: bool) -> tuple:
+    """Which zygote a job of ``env`` forks from: one per environment (less what changes per job) and kind."""
+    return full, tuple(sorted(_shared_env(env).items()))
+
+
 def spawn(module: str, args: list, env: dict, cwd, log, full: bool):
     """A fork of the zygote for ``env`` (started if needed) running ``module``, or None (then start a fresh
     process). ``full``: the zygote may import kernellab (kernels are interpreted there)."""
     if not enabled():
         return None
-    key = (full, tuple(sorted((k, v) for k, v in env.items() if k not in _PER_JOB_ENV)))
+    key = key_for(env, full)
     with _ZYGOTES_LOCK:
         z = _ZYGOTES.get(key)
         if z is not None and z.refused:
@@ -395,8 +405,7 @@ def spawn(module: str, args: list, env: dict, cwd, log, full: bool):
                 import tempfile
                 _LOG_DIR.append(tempfile.mkdtemp(prefix="kl-zygote-"))
                 atexit.register(stop_all)  # any grading process (nbgrader's, a Ray worker's): its logs go with it
-            base = {k: v for k, v in env.items() if k not in _PER_JOB_ENV}
-            z = _ZYGOTES[key] = Zygote(base, full, os.path.join(_LOG_DIR[0], f"zygote-{len(_ZYGOTES)}.log"))
+            z = _ZYGOTES[key] = Zygote(_shared_env(env), full, os.path.join(_LOG_DIR[0], f"zygote-{len(_ZYGOTES)}.log"))
     return z.spawn(module, args, env, cwd, log)
 
 
