@@ -389,6 +389,38 @@ def test_stop_while_waiting_for_a_gpu_raises():
     assert out == ["stopped"]
 
 
+def test_the_grading_process_judges_a_timing_on_the_jobs_gpu_never_beside_a_timing(monkeypatch):
+    """The grading process's own GPU work for a speed problem (timing.judge_speed: inputs and references rebuilt on
+    the GPU) is an untimed user of the job's GPU: it waits for a timing running there, and a timer that asks while it
+    runs waits for it. It once ran beside the next judge's timing."""
+    from kernellab import timing
+    slots, seen = GpuSlots(2, visible=["0", "1"]), []
+
+    def judge_speed(problem, seed, m, ceil):
+        seen.append((time.monotonic(), list(slots._shared), list(slots._alone)))
+        time.sleep(0.3)
+        return "judged"
+    monkeypatch.setattr(timing, "judge_speed", judge_speed)
+    timer = slots.hold(True)
+    with harness.use_slots(slots), slots.place():  # one job on GPU 0 (the fewest jobs), its timing running
+        timer.__enter__()
+        out = []
+        t = threading.Thread(target=lambda: (slots._local.__setattr__("gpu", 0),
+                                             out.append(harness._judge_speed_here(None, 1, {}, None))))
+        t0 = time.monotonic()
+        t.start()
+        time.sleep(0.3)
+        assert seen == []  # waits for the timing on its GPU
+        timer.__exit__(None, None, None)
+        time.sleep(0.1)
+        assert len(seen) == 1 and seen[0][1:] == ([1, 0], [False, False])  # now an untimed user of GPU 0
+        t1 = time.monotonic()
+        with slots.hold(True):  # a timer asking meanwhile starts once that work is done
+            assert time.monotonic() - seen[0][0] >= 0.29 and time.monotonic() - t1 > 0.1
+        t.join(timeout=10)
+    assert out == ["judged"] and seen[0][0] - t0 >= 0.29 and slots._shared == [0, 0]
+
+
 def test_a_hold_given_back_after_tuning_is_shared_at_once_and_keeps_a_waiting_timer_out():
     """``share`` (a tuning worker's hold once its tuning is timed) makes an alone hold a shared one with no gap: a
     timed hold already waiting still waits for it to end, and does start then; untimed holds may start beside it

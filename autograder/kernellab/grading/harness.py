@@ -60,6 +60,12 @@ def use_slots(slots):
         _SLOTS = None
 
 
+def _own_gpu_work():
+    """This process's own GPU work for the job being graded: under a class queue, on the job's GPU and never beside
+    a timing there (GpuSlots.own_gpu_work); grading one notebook runs one process at a time anyway."""
+    return _SLOTS.own_gpu_work(_STOP) if _SLOTS is not None else contextlib.nullcontext()
+
+
 _DROP_ENV = ("NBGRADER_", "KERNELLAB_SECRET", "JPY_", "JUPYTER_", "IPYKERNEL")
 
 
@@ -327,7 +333,6 @@ def grade_problem(problem, nb, seed: int, ceil=None, facts: dict | None = None,
     if problem.kind == "answers":
         return judge_answers(problem, data.get("values", {}), facts or {}), record
     if problem.kind == "speed":
-        from ..timing import judge_speed
         m = data["measurement"]
         m["sketches"] = [tuple(s) for s in m["sketches"]]
         if not m.get("error"):
@@ -335,7 +340,7 @@ def grade_problem(problem, nb, seed: int, ceil=None, facts: dict | None = None,
             if why:
                 return Outcome(problem.id, 0.0, why), record
             m["base_ms"] = base
-        return judge_speed(problem, job["seed"], m, ceil), record
+        return _judge_speed_here(problem, job["seed"], m, ceil), record
     return Outcome(problem.id, 0.0, f"unknown problem kind {problem.kind}"), record
 
 
@@ -468,10 +473,17 @@ def _run_judge(problem, judge: pathlib.Path, interpreted: bool, limit_s, record:
 
 
 def _judge_timing(problem, judged: dict, judge_seed: int, ceil) -> Outcome:
-    from ..timing import judge_speed
     m = judged["measurement"]
     m["sketches"] = [tuple(s) for s in m.get("sketches", [])]
-    return judge_speed(problem, judge_seed, m, ceil)
+    return _judge_speed_here(problem, judge_seed, m, ceil)
+
+
+def _judge_speed_here(problem, seed: int, m: dict, ceil) -> Outcome:
+    """timing.judge_speed in this process (it rebuilds the timed inputs and references on the GPU), as the job's
+    own GPU work (``_own_gpu_work``)."""
+    from ..timing import judge_speed
+    with _own_gpu_work():
+        return judge_speed(problem, seed, m, ceil)
 
 
 def _now() -> str:

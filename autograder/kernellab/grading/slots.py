@@ -168,6 +168,22 @@ class GpuSlots:
             self._cv.notify_all()
         return True
 
+    @contextlib.contextmanager
+    def own_gpu_work(self, stop: threading.Event | None = None):
+        """For the block, the grading process's own GPU work for the calling thread's job (a speed problem's inputs,
+        its re-check of sampled outputs against the reference, the physical floor) runs on that job's GPU ("cuda"
+        means it: this process's device ``gpu()``, as its list of visible GPUs is the slots') and as an untimed
+        user of it, so never beside a timing there. Before, it ran on the process's first GPU whatever the job's,
+        and beside whatever judge timed next: up to 0.6 s of fp32 attention references after each of lesson 04's
+        timings, while the next judge, given the GPU as the last one ended, timed."""
+        import torch
+        with self.hold(False, stop):
+            if torch.cuda.is_available() and self.gpu() < torch.cuda.device_count():
+                with torch.cuda.device(self.gpu()):
+                    yield
+            else:
+                yield
+
     def process(self, alone: bool, stop: threading.Event | None = None):
         """Hold the job's GPU for one process, shared or ``alone`` (``held_for_one_process``)."""
         return held_for_one_process(self, alone, stop)
