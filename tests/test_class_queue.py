@@ -657,6 +657,39 @@ def test_the_grading_process_itself_uses_a_grading_process_s_share_while_a_class
         assert torch.get_num_threads() == before
 
 
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity") or len(os.sched_getaffinity(0)) < 2,
+                    reason="needs Linux and two cores")
+def test_the_grading_process_keeps_off_the_timing_cores_while_a_class_is_graded(monkeypatch):
+    """While a class is graded the grading process's threads, those it had and those it starts, run on the untimed
+    cores only (its fp64 references ran on the timing cores too, under a tuning worker's autotuner); the cores the
+    slots hand out stay those of the whole machine; afterwards it runs where it ran before."""
+    from kernellab.grading import cores as cores_mod
+    monkeypatch.setattr(cores_mod, "TIMING_CORES", 1)
+    monkeypatch.setattr(cores_mod, "SPARE_CORES", 1)
+    before = os.sched_getaffinity(0)
+    slots = GpuSlots(1, jobs=2)
+    timed, untimed = slots.cores(True), slots.cores(False)
+    assert timed and untimed and timed | untimed == before
+    started_before = threading.Event()
+    seen = {}
+
+    def old_thread():  # a thread the process had before the class began (a Ray worker's, a sampler)
+        started_before.wait(10)
+        seen["old"] = os.sched_getaffinity(0)
+    old = threading.Thread(target=old_thread)
+    old.start()
+    with slots.grading_threads():
+        assert os.sched_getaffinity(0) == untimed
+        t = threading.Thread(target=lambda: seen.setdefault("new", os.sched_getaffinity(0)))
+        t.start()
+        t.join(10)
+        started_before.set()
+        old.join(10)
+        assert seen == {"old": untimed, "new": untimed}
+        assert (slots.cores(True), slots.cores(False)) == (timed, untimed)  # still the machine's split
+    assert os.sched_getaffinity(0) == before
+
+
 @pytest.mark.parametrize("forked", [True, False])
 def test_a_queues_grading_processes_use_their_share_of_the_cores(tmp_path, monkeypatch, forked):
     """Each grading process of a queue runs torch's CPU work on at most its share of the untimed cores (one

@@ -89,7 +89,7 @@ class GpuGrader:
         self.slots = GpuSlots(1, visible=gpus[:1] or None, jobs=jobs * node, first=_gpu_index(self.gpu), node_gpus=node)
         harness._SLOTS = self.slots  # the whole process grades for this GPU (harness.use_slots, for good)
         self._jobs, self._jobs_cv = 0, threading.Condition()  # jobs inside grade(), which close() waits out
-        self.slots.cap_grading_threads()  # its own cases and references too, as the queue's grading process
+        self.slots.confine_grading()  # its own cases and references too, as the queue's grading process
         self.grade_one = self.slots.grader(lambda *a: harness.grade_problem(*a), harness._STOP)
         self.ceil, self.facts = _node_facts(self.slots if gpus else None)
 

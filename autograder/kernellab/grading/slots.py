@@ -31,7 +31,7 @@ import pathlib
 import threading
 import time
 
-from .cores import threads_each, timing_cores, untimed_cores
+from .cores import pin, threads_each, timing_cores, untimed_cores
 
 
 class GpuSlots:
@@ -44,7 +44,9 @@ class GpuSlots:
         the cores kept per GPU (a Ray node's grader holds one GPU of several: grading/cluster.py)."""
         self.n = max(1, int(gpus))
         self.first, self.node_gpus = int(first), max(self.n, int(node_gpus or self.n))
-        self.threads = threads_each(jobs, self.node_gpus) if jobs else None
+        # The cores this process may use now, before it confines itself to the untimed ones (confine_grading).
+        self.all_cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
+        self.threads = threads_each(jobs, self.node_gpus, self.all_cores) if jobs else None
         if visible is None:
             own = [v for v in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if v.strip()]
             visible = own[:self.n] if len(own) >= self.n else [str(i) for i in range(self.n)]
@@ -95,32 +97,43 @@ class GpuSlots:
             return {}
         return {"OMP_NUM_THREADS": str(self.threads), "MKL_NUM_THREADS": str(self.threads)}
 
-    def cap_grading_threads(self) -> int:
+    def confine_grading(self) -> tuple:
         """Cap the grading process's own torch CPU threads as each grading process's are (``threads``; no cap
-        without one); returns how many it had. Its job threads make cases and compute fp64 references at once,
-        and with OpenMP each calling thread's parallel op can start a team of one thread per core: lesson 04's
-        references took the grading process 115-142 s of CPU on two H200s (32 cores), beside the grading
-        processes' own. A Ray grader caps them for good (grading/cluster.py)."""
+        without one), and move all its threads (and those it starts) onto the untimed cores; returns what it had
+        (threads, cores). Its job threads make cases and compute fp64 references at once, and with OpenMP each
+        calling thread's parallel op can start a team of one thread per core: lesson 04's references took the
+        grading process 115-142 s of CPU on two H200s (32 cores), beside the grading processes' own, and they ran
+        on the timing cores too. A timed judge hides the host behind a GPU-side wait; a tuning worker's autotuner
+        does not, and it picked a configuration 10 % slower in three of three two-GPU runs (class_grading.md). A Ray
+        grader confines itself for good (grading/cluster.py)."""
         import torch
-        before = torch.get_num_threads()
+        before = torch.get_num_threads(), (set(os.sched_getaffinity(0)) if self.all_cores is not None else None)
         if self.threads:
             torch.set_num_threads(self.threads)
+        untimed = self.cores(False)
+        if untimed and set(untimed) != set(self.all_cores or ()):
+            pin(os.getpid(), untimed)
         return before
 
     @contextlib.contextmanager
     def grading_threads(self):
-        """For the block, ``cap_grading_threads``; as before after it (the queue, for a class)."""
+        """For the block, ``confine_grading``; as before after it (the queue, for a class)."""
         import torch
-        before = self.cap_grading_threads()
+        threads, cores = self.confine_grading()
         try:
             yield
         finally:
-            torch.set_num_threads(before)
+            torch.set_num_threads(threads)
+            if cores:
+                pin(os.getpid(), cores)
 
     def cores(self, alone: bool) -> set:
         """CPU cores for a process of the calling thread's job: its GPU's timing cores when it times, else the
-        untimed ones (empty: no cores kept, it runs anywhere)."""
-        return timing_cores(self.first + self.gpu(), self.node_gpus) if alone else untimed_cores(self.node_gpus)
+        untimed ones (empty: no cores kept, it runs anywhere). Of the cores this process had when the slots were
+        made, not of those it is confined to since."""
+        if alone:
+            return timing_cores(self.first + self.gpu(), self.node_gpus, self.all_cores)
+        return untimed_cores(self.node_gpus, self.all_cores)
 
     @contextlib.contextmanager
     def hold(self, alone: bool, stop: threading.Event | None = None):
