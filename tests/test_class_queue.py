@@ -419,6 +419,27 @@ def test_the_grading_process_judges_a_timing_on_the_jobs_gpu_never_beside_a_timi
             assert time.monotonic() - seen[0][0] >= 0.29 and time.monotonic() - t1 > 0.1
         t.join(timeout=10)
     assert out == ["judged"] and seen[0][0] - t0 >= 0.29 and slots._shared == [0, 0]
+    # A timer that only waits (here for an untimed process) does not hold it back: it is short and comes once per
+    # speed problem, and behind waiting timers a class's speed problems kept their places until all had timed.
+    with slots.place() as g, slots.hold(False):
+        timer = slots.hold(True)
+        waiter = threading.Thread(target=timer.__enter__)
+        waiter.start()
+        while not slots._waiting[g]:
+            time.sleep(0.01)
+        got = []
+
+        def judge():
+            slots._local.gpu = g
+            got.append(harness._judge_speed_here(None, 1, {}, None))
+        with harness.use_slots(slots):
+            j = threading.Thread(target=judge, daemon=True)  # daemon: a failure here must not hang the suite
+            j.start()
+            j.join(timeout=2)
+            assert got == ["judged"] and slots._waiting[g] == 1
+    waiter.join(timeout=10)
+    assert slots._alone[g]  # and the timer went once the untimed process ended
+    timer.__exit__(None, None, None)
 
 
 def test_a_hold_given_back_after_tuning_is_shared_at_once_and_keeps_a_waiting_timer_out():
