@@ -12,8 +12,6 @@ import pathlib
 import statistics
 import sys
 
-from ..problems.base import BAND_RESOLUTION
-
 
 def select(lesson: str, problems=None) -> list:
     """Problem ids of ``lesson``: all of them, a list, or the words ``speed`` / ``untimed`` for either kind."""
@@ -97,9 +95,8 @@ def _summarise(res: dict, wanted: dict) -> dict:
         if r["values"]:
             r.update(ratio_range(r["values"]))
             lo, hi = r["value_min"], r["value_max"]
-            edges = [t * (1 - BAND_RESOLUTION) for t in r["bands"]]  # where a band begins (SpeedProblem.band)
-            below = [t for t in edges if t <= lo]
-            above = [t for t in edges if t > hi]
+            below = [t for t in r["bands"] if t <= lo]
+            above = [t for t in r["bands"] if t > hi]
             # how far the measured range sits from the band edges around it, as fractions of the edge
             r["margin_below"] = (lo - max(below)) / max(below) if below else None
             r["margin_above"] = (min(above) - hi) / min(above) if above else None
@@ -118,8 +115,7 @@ def write(res: dict, lesson: str, out: pathlib.Path) -> str:
     lines = [f"# Regrade stability: {lesson}", ""] + _header() + ["", (
         "Each row: the problem graded N times, each in a fresh child process with a fresh seed. Spread = "
         "(max - min) / median of the measured ratio; the margins say how far that range sits from the band "
-        "edges below and above it, as a fraction of the edge (an edge lies 1 % under its threshold: a ratio "
-        "reaches a band to within that resolution)."), ""]
+        "edges below and above it, as a fraction of the edge."), ""]
     lines += md_table(["problem", "N", "scores seen", "ratio min", "median", "max", "spread", "bands",
                        "margin below", "margin above"], [
         [pid, len(r["scores"]), ", ".join(f"{s:g}" for s in sorted(set(r["scores"]))),
@@ -165,8 +161,7 @@ def summary(folder: pathlib.Path) -> str:
         "Built by `kernellab regrade-summary` from the regrade_*.json files here. Run: the report's suffix "
         "(solution = the reference solution; untimed = its correctness and answer problems; a corpus entry's "
         "name = that submission). Spread = (max - min) / median of the measured ratio; margins: how far "
-        "that range sits from the band edge below and above it (an edge lies 1 % under its threshold: "
-        "SpeedProblem.band)."), ""]
+        "that range sits from the band edge below and above it."), ""]
     lines += md_table(["lesson", "problem", "run", "GPU", "date", "N", "scores seen", "ratio range", "spread",
                        "margin below", "margin above"], rows)
     lines += ["", "Notes on runs:", ""] + notes if notes else []
