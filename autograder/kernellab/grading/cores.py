@@ -10,20 +10,25 @@ TIMING_CORES = int(os.environ.get("KERNELLAB_TIMING_CORES", "2"))
 SPARE_CORES = 4  # at least this many left for everything else, or no cores are kept
 
 
+def affinity() -> set:
+    """The CPU cores this process may run on: its affinity (``taskset``, a Slurm or container cpuset), or every
+    core where there is none (not Linux)."""
+    if hasattr(os, "sched_getaffinity"):
+        return set(os.sched_getaffinity(0))
+    return set(range(os.cpu_count() or 1))
+
+
 def usable() -> int:
-    """How many CPU cores this process may run on: its affinity (``taskset``, a Slurm or container cpuset), not
-    the machine's count, which a job given 8 cores of a 128-core node would otherwise fill with jobs."""
-    try:
-        return len(os.sched_getaffinity(0)) or 1
-    except AttributeError:  # no affinity (not Linux): every core
-        return os.cpu_count() or 1
+    """How many CPU cores this process may run on (``affinity``), not the machine's count, which a job given 8
+    cores of a 128-core node would otherwise fill with jobs."""
+    return len(affinity()) or 1
 
 
 def timing_cores(index: int, gpus: int, cores=None) -> set:
     """The CPU cores kept for GPU ``index``'s timed process: the highest-numbered ``TIMING_CORES`` not kept for a
     lower index, of ``cores`` (default: the ones this process may use). None are kept where fewer than
     ``SPARE_CORES`` would be left for the rest."""
-    cores = sorted(os.sched_getaffinity(0) if cores is None else cores)
+    cores = sorted(affinity() if cores is None else cores)
     if gpus < 1 or TIMING_CORES < 1 or len(cores) < gpus * TIMING_CORES + SPARE_CORES:
         return set()
     top = len(cores) - index * TIMING_CORES
@@ -32,7 +37,7 @@ def timing_cores(index: int, gpus: int, cores=None) -> set:
 
 def untimed_cores(gpus: int, cores=None) -> set:
     """The cores every untimed grading process runs on: all but those kept for timing."""
-    cores = set(os.sched_getaffinity(0) if cores is None else cores)
+    cores = set(affinity() if cores is None else cores)
     return cores - set().union(*(timing_cores(i, gpus, cores) for i in range(gpus)))
 
 

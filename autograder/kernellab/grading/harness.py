@@ -60,12 +60,6 @@ def use_slots(slots):
         _SLOTS = None
 
 
-def _own_gpu_work():
-    """This process's own GPU work for the job being graded: under a class queue, on the job's GPU and never beside
-    a timing there (GpuSlots.own_gpu_work); grading one notebook runs one process at a time anyway."""
-    return _SLOTS.own_gpu_work(_STOP) if _SLOTS is not None else contextlib.nullcontext()
-
-
 _DROP_ENV = ("NBGRADER_", "KERNELLAB_SECRET", "JPY_", "JUPYTER_", "IPYKERNEL")
 
 
@@ -479,10 +473,11 @@ def _judge_timing(problem, judged: dict, judge_seed: int, ceil) -> Outcome:
 
 
 def _judge_speed_here(problem, seed: int, m: dict, ceil) -> Outcome:
-    """timing.judge_speed in this process (it rebuilds the timed inputs and references on the GPU), as the job's
-    own GPU work (``_own_gpu_work``)."""
+    """timing.judge_speed in this process (it rebuilds the timed inputs and references on the GPU): under a class
+    queue on the job's GPU and never beside a timing there (GpuSlots.own_gpu_work); grading one notebook runs one
+    process at a time anyway."""
     from ..timing import judge_speed
-    with _own_gpu_work():
+    with _SLOTS.own_gpu_work(_STOP) if _SLOTS is not None else contextlib.nullcontext():
         return judge_speed(problem, seed, m, ceil)
 
 

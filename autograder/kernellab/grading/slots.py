@@ -31,7 +31,7 @@ import pathlib
 import threading
 import time
 
-from .cores import pin, threads_each, timing_cores, untimed_cores
+from .cores import affinity, pin, threads_each, timing_cores, untimed_cores
 
 
 class GpuSlots:
@@ -45,7 +45,7 @@ class GpuSlots:
         self.n = max(1, int(gpus))
         self.first, self.node_gpus = int(first), max(self.n, int(node_gpus or self.n))
         # The cores this process may use now, before it confines itself to the untimed ones (confine_grading).
-        self.all_cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
+        self.all_cores = affinity()
         self.threads = threads_each(jobs, self.node_gpus, self.all_cores) if jobs else None
         if visible is None:
             own = [v for v in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if v.strip()]
@@ -107,11 +107,11 @@ class GpuSlots:
         does not, and it picked a configuration 10 % slower in three of three two-GPU runs (class_grading.md). A Ray
         grader confines itself for good (grading/cluster.py)."""
         import torch
-        before = torch.get_num_threads(), (set(os.sched_getaffinity(0)) if self.all_cores is not None else None)
+        before = torch.get_num_threads(), affinity()
         if self.threads:
             torch.set_num_threads(self.threads)
         untimed = self.cores(False)
-        if untimed and set(untimed) != set(self.all_cores or ()):
+        if untimed != self.all_cores:  # none kept for timing where cores are few: nothing to move off
             pin(os.getpid(), untimed)
         return before
 
