@@ -79,58 +79,60 @@ flash_attention_op.register_autograd(_attention_backward, setup_context=_attenti
 
 @triton_op("kl07t::add_layernorm", mutates_args=())
 def add_layernorm_op(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor,
-                     eps: float) -> torch.Tensor:
+                     eps: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     d = x.shape[-1]
     x2, r2 = x.reshape(-1, d), residual.reshape(-1, d)
     n_rows, n_cols = x2.shape
-    out = torch.empty_like(x2)
+    out, h = torch.empty_like(x2), torch.empty_like(x2)
+    mean = torch.empty(n_rows, dtype=torch.float32, device=x.device)
+    rstd = torch.empty(n_rows, dtype=torch.float32, device=x.device)
     block_c = triton.next_power_of_2(n_cols)
     rows = max(1, 4096 // block_c)
     warps = max(4, min(16, rows * block_c // 512))
     wrap_triton(add_layernorm_kernel)[(triton.cdiv(n_rows, rows),)](
-        out, x2, r2, weight, bias, n_rows, n_cols, x2.stride(0), r2.stride(0), out.stride(0), eps,
-        BLOCK_C=block_c, ROWS=rows, num_warps=warps)
-    return out.view(x.shape)
+        out, h, mean, rstd, x2, r2, weight, bias, n_rows, n_cols, x2.stride(0), r2.stride(0), out.stride(0),
+        h.stride(0), eps, BLOCK_C=block_c, ROWS=rows, SAVE=True, num_warps=warps)
+    return out.view(x.shape), h.view(x.shape), mean, rstd
 
 
 @triton_op("kl07t::add_layernorm_backward", mutates_args=())
-def add_layernorm_backward_op(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, dy: torch.Tensor,
-                              eps: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    d = x.shape[-1]
-    x2, r2, dy2 = x.reshape(-1, d), residual.reshape(-1, d), dy.reshape(-1, d)
-    n_rows, n_cols = x2.shape
-    dx = torch.empty((n_rows, n_cols), dtype=x.dtype, device=x.device)
+def add_layernorm_backward_op(h: torch.Tensor, weight: torch.Tensor, dy: torch.Tensor, mean: torch.Tensor,
+                              rstd: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    d = h.shape[-1]
+    h2, dy2 = h.reshape(-1, d), dy.reshape(-1, d)
+    n_rows, n_cols = h2.shape
+    dh = torch.empty((n_rows, n_cols), dtype=h.dtype, device=h.device)
     block_c = triton.next_power_of_2(n_cols)
-    rows = max(1, 2048 // block_c)
-    warps = max(4, min(16, rows * block_c // 512))
+    narrow = block_c <= 2048
+    rows = max(1, (4096 if narrow else 8192) // block_c)
+    warps = 4 if block_c <= 1024 else min(16, rows * block_c // 512)
     tiles = triton.cdiv(n_rows, rows)
-    sms = torch.cuda.get_device_properties(x.device).multi_processor_count
-    per_sm = max(1, min(4, 8192 // block_c))
-    tiles_per_program = triton.cdiv(tiles, min(tiles, per_sm * sms))
+    sms = torch.cuda.get_device_properties(h.device).multi_processor_count
+    tiles_per_program = triton.cdiv(tiles, min(tiles, (2 if narrow else 1) * sms))
     n_parts = triton.cdiv(tiles, tiles_per_program)
-    dw_part = torch.empty((n_parts, n_cols), dtype=torch.float32, device=x.device)
-    db_part = torch.empty((n_parts, n_cols), dtype=torch.float32, device=x.device)
+    dw_part = torch.empty((n_parts, n_cols), dtype=torch.float32, device=h.device)
+    db_part = torch.empty((n_parts, n_cols), dtype=torch.float32, device=h.device)
     wrap_triton(ln_backward_rows_kernel)[(n_parts,)](
-        dx, dw_part, db_part, x2, r2, weight, dy2, n_rows, n_cols,
-        x2.stride(0), r2.stride(0), dy2.stride(0), dx.stride(0), eps, tiles_per_program,
-        BLOCK_C=block_c, ROWS=rows, num_warps=warps)
-    dw = torch.empty((n_cols,), dtype=weight.dtype, device=x.device)
-    db = torch.empty((n_cols,), dtype=weight.dtype, device=x.device)
-    wrap_triton(ln_backward_reduce_kernel)[(triton.cdiv(n_cols, 16),)](dw, db, dw_part, db_part, n_parts, n_cols,
-                                                                       BLOCK_P=64, BLOCK_C=16)
-    return dx.view(x.shape), dw, db
+        dh, dw_part, db_part, h2, weight, dy2, mean, rstd, n_rows, n_cols, h2.stride(0), dy2.stride(0),
+        dh.stride(0), tiles_per_program, BLOCK_C=block_c, ROWS=rows, num_warps=warps)
+    dw = torch.empty((n_cols,), dtype=weight.dtype, device=h.device)
+    db = torch.empty((n_cols,), dtype=weight.dtype, device=h.device)
+    wrap_triton(ln_backward_reduce_kernel)[(triton.cdiv(n_cols, 16),)](
+        dw, db, dw_part, db_part, n_parts, n_cols, BLOCK_P=min(256, triton.next_power_of_2(n_parts)), BLOCK_C=16)
+    return dh.view(h.shape), dw, db
 
 
 def _layernorm_setup(ctx, inputs, output):
-    x, residual, weight, bias, eps = inputs
-    ctx.save_for_backward(x, residual, weight)
-    ctx.eps = eps
+    _y, h, mean, rstd = output
+    ctx.save_for_backward(h, inputs[2], mean, rstd)
+    ctx.mark_non_differentiable(h, mean, rstd)
+    ctx.set_materialize_grads(False)
 
 
-def _layernorm_backward(ctx, dy):
-    x, residual, weight = ctx.saved_tensors
-    dx, dw, db = add_layernorm_backward_op(x, residual, weight, dy, ctx.eps)
-    return dx, dx, dw, db, None
+def _layernorm_backward(ctx, dy, _dh, _dmean, _drstd):
+    h, weight, mean, rstd = ctx.saved_tensors
+    dh, dw, db = add_layernorm_backward_op(h, weight, dy, mean, rstd)
+    return dh, dh, dw, db, None
 
 
 add_layernorm_op.register_autograd(_layernorm_backward, setup_context=_layernorm_setup)
@@ -228,13 +230,13 @@ def main() -> int:
 
     # single calls, host microseconds
     dev = DEVICE.torch_device
-    x, r, w, dy, eps = L.ln_inputs_at(1024, 8192)
+    h, w, dy, mean, rstd = L.ln_inputs_at(1024, 8192)
     ln = sol["add_layernorm_backward"]
     micro = {
         "torch.empty (1M fp16)": lambda: torch.empty((1 << 20,), dtype=torch.float16, device=dev),
         "torch.cuda.get_device_properties": lambda: torch.cuda.get_device_properties(dev),
-        "add_layernorm_backward (2 launches, 5 allocations)": lambda: ln(x, r, w, dy, eps),
-        "torch.ops.kl07.add_layernorm_backward (custom_op)": lambda: sol["add_layernorm_backward_op"](x, r, w, dy, eps),
+        "add_layernorm_backward (2 launches, 5 allocations)": lambda: ln(h, w, dy, mean, rstd),
+        "torch.ops.kl07.add_layernorm_backward (custom_op)": lambda: sol["add_layernorm_backward_op"](h, w, dy, mean, rstd),
     }
     q = torch.randn(4, 16, 2048, 64, device=dev, dtype=torch.float16)
     micro["flash_attention forward (autotuned launch + 2 allocations)"] = lambda: sol["flash_attention"](q, q, q, True)

@@ -45,9 +45,29 @@ def test_the_solution_backward_is_right_and_one_programs_partials_are_told(solut
 
 def test_the_backward_without_mean_terms_is_named(solution):
     case = L.LN_BACKWARD.make_cases(seeded_generator(4), False)[2]
-    dx, dw, db = L._ln_backward_without_mean_terms(case)
+    dh, dw, db = L._ln_backward_without_mean_terms(case)
     ref = L.ln_grads(*case.inputs)
-    assert (dx - ref[0]).norm() / ref[0].norm() > 0.1  # a mistake far over the threshold, not near it
+    assert (dh - ref[0]).norm() / ref[0].norm() > 0.1  # a mistake far over the threshold, not near it
+
+
+def test_the_reference_from_saved_statistics_is_autograds_backward():
+    """The check's reference computes the backward from the mean and rstd the case gives (as the learner's kernel
+    does); with those statistics exact it must equal float64 autograd of F.layer_norm, dweight and dbias too."""
+    for case in L.LN_BACKWARD.make_cases(seeded_generator(5), False)[:6]:
+        h, w, dy, _mean, _rstd = case.inputs
+        eps = 1e-3 if "eps=0.001" in case.label else 1e-5
+        mean, rstd = (h.double().mean(-1), 1 / torch.sqrt(h.double().var(-1, unbiased=False) + eps))
+        hh, ww = h.double().requires_grad_(), w.double().requires_grad_()
+        bb = torch.zeros_like(ww, requires_grad=True)
+        with torch.enable_grad():
+            y = torch.nn.functional.layer_norm(hh, (h.shape[-1],), ww, bb, eps)
+            want = torch.autograd.grad(y, (hh, ww, bb), dy.double())
+        got = L.ln_grads(h, w, dy, mean, rstd)
+        for g, r in zip(got, want):
+            assert torch.allclose(g, r, rtol=1e-9, atol=1e-9), case.label
+        # and the statistics a case gives are those of its h, to float32
+        assert torch.allclose(_mean.double(), mean, rtol=1e-6, atol=1e-6)
+        assert torch.allclose(_rstd.double(), rstd, rtol=1e-6)
 
 
 def _compiled_refusal(fn):

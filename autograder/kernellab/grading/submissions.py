@@ -127,7 +127,7 @@ def known_wrong(lesson: str, source_nb) -> dict:
                                             "mask = (parts[:, None] < 1) & col_ok[None, :]"),
             # no fake implementation for the LayerNorm op: torch.compile cannot trace the block
             "no_fake_impl": edit("custom_ops_code", "@add_layernorm_op.register_fake\ndef _(x, residual, weight, bias, "
-                                 "eps):\n    return x.new_empty(x.shape)\n", ""),
+                                 "eps):\n", "def _unused_fake(x, residual, weight, bias, eps):\n"),
             # the library's attention inside the op, behind a token launch of the learner's kernel
             "sdpa_in_op": edit("custom_ops_code", "    return flash_attention(q, k, v, causal)\n",
                                "    o, lse = flash_attention(q, k, v, causal)\n"

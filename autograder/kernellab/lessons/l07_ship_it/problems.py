@@ -1,5 +1,7 @@
 """Lesson 07: ship it. The kernels of lessons 03-05 inside a real PyTorch program: a fused residual-add +
-LayerNorm backward in Triton (dx one row at a time, dweight and dbias by a two-stage reduction), the kernels
+LayerNorm backward in Triton from what the forward saved (h = x + residual, each row's mean and rstd: three passes
+over (R, d), as PyTorch's own backward reads; dh one row at a time, the next tile loaded while this one is computed;
+dweight and dbias by a two-stage reduction), the kernels
 registered as ``torch.library`` custom ops so that ``torch.compile(fullgraph=True)`` traces lesson 06's block
 without a graph break, launch cost made visible, and the block's training step under ``torch.compile`` timed
 against eager + SDPA and against ``torch.compile`` of eager + SDPA.
@@ -47,19 +49,31 @@ LESSON = "07_ship_it"
 
 
 # ------------------------------------------------------------------ exercise 1: the fused LayerNorm backward
+def saved_stats(h, eps):
+    """The float32 mean and rstd of each row of ``h``, as the forward saves them (computed in float64 here)."""
+    hd = h.double()
+    mean = hd.mean(-1)
+    rstd = 1 / torch.sqrt(hd.var(-1, unbiased=False) + eps)
+    return mean.float().contiguous(), rstd.float().contiguous()
+
+
 def ln_backward_case(gen, rows, cols, dtype="fp16", offset=0.0, eps=1e-5, row_stride=None, scale=1.0) -> Case:
-    """x, residual, weight and dy for ``add_layernorm_backward``. ``offset``: rows whose mean is far from 0;
-    ``row_stride``: x and dy are views with that row stride; ``scale``: rows of tiny spread (eps matters)."""
+    """h = x + residual as the forward saved it, weight, dy, and the forward's mean and rstd of h, for
+    ``add_layernorm_backward``. ``offset``: rows whose mean is far from 0; ``row_stride``: h and dy are views with
+    that row stride; ``scale``: rows of tiny spread (rstd large)."""
     from ..l03_fused_softmax_layernorm.problems import ln_case
     c = ln_case(gen, rows, cols, dtype, offset=offset, eps=eps, row_stride=row_stride)
     x, r, w, _b, eps = c.inputs
     if scale != 1.0:
         x, r = (x.float() * scale).to(x.dtype), (r.float() * scale).to(r.dtype)
     width = row_stride or cols
+    h = torch.empty(rows, width, dtype=x.dtype)[:, :cols] if row_stride else torch.empty(rows, cols, dtype=x.dtype)
+    h.copy_(x.float() + r.float())  # the sum in float32, rounded once to the forward's dtype
     dy = torch.randn(rows, width, generator=gen).to(x.dtype)[:, :cols]
+    mean, rstd = saved_stats(h, eps)
     tags = c.tags + (("several_programs",) if rows > 1 else ()) + (("low_variance",) if scale != 1.0 else ())
-    label = c.label + (f", values x{scale:g}" if scale != 1.0 else "")
-    return Case(label, [x, r, w, dy, eps], tags=tags)
+    label = c.label.replace(", x a view", ", h and dy views") + (f", values x{scale:g}" if scale != 1.0 else "")
+    return Case(label, [h, w, dy, mean, rstd], tags=tags)
 
 
 def _ln_backward_cases(gen, on_gpu):
@@ -75,13 +89,15 @@ def _ln_backward_cases(gen, on_gpu):
     return cases + [ln_backward_case(gen, rows, cols)]
 
 
-def ln_grads(x, r, w, dy, eps, dtype=torch.float64):
-    """(dx, dweight, dbias) of y = LayerNorm(x + r) * w + b by autograd in ``dtype`` (dresidual equals dx)."""
-    xx, rr, ww = (t.detach().to(dtype).requires_grad_() for t in (x, r, w))
-    with torch.enable_grad():
-        y = F.layer_norm(xx + rr, (xx.shape[-1],), ww, None, eps)
-        dx, _dr, dw = torch.autograd.grad(y, (xx, rr, ww), dy.to(dtype))
-    return dx, dw, dy.to(dtype).sum(0)
+def ln_grads(h, w, dy, mean, rstd, dtype=torch.float64):
+    """(dh, dweight, dbias) of y = LayerNorm(h) * w + b in ``dtype``, from the saved mean and rstd (dh is also the
+    gradient of x and of the residual, h = x + residual). With exact statistics this is autograd's gradient of
+    F.layer_norm (tests/test_lesson07_units.py compares the two)."""
+    hh, g, ww = h.to(dtype), dy.to(dtype), w.to(dtype)
+    x_hat = (hh - mean.to(dtype)[:, None]) * rstd.to(dtype)[:, None]
+    gw = g * ww
+    dh = rstd.to(dtype)[:, None] * (gw - gw.mean(-1, keepdim=True) - x_hat * (gw * x_hat).mean(-1, keepdim=True))
+    return dh, (g * x_hat).sum(0), g.sum(0)
 
 
 def _ln_backward_reference(case):
@@ -89,58 +105,59 @@ def _ln_backward_reference(case):
 
 
 def _ln_backward_without_mean_terms(case):
-    """A known mistake: dx = rstd * w * dy, as if the mean and the variance did not depend on x."""
-    x, r, w, dy, eps = case.inputs
+    """A known mistake: dh = rstd * w * dy, as if the mean and the variance did not depend on h."""
+    h, w, dy, mean, rstd = case.inputs
     _, dw, db = ln_grads(*case.inputs)
-    h = x.double() + r.double()
-    rstd = 1 / torch.sqrt(h.var(-1, unbiased=False, keepdim=True) + eps)
-    return rstd * w.double() * dy.double(), dw, db
+    return rstd.double()[:, None] * w.double() * dy.double(), dw, db
 
 
 LN_BACKWARD_HINTS = {
     "several_programs": ("Right on a single row and wrong with several: the second stage must add up the partial sums of "
                       "every program. Reduce the (programs, d) buffer over axis 0, the programs, for each column; "
                       "summing over axis 1 adds up columns, a reduction over the wrong axis."),
-    "offset": ("Right on ordinary rows and wrong on rows whose mean is far from zero: recompute the statistics from "
-               "h - mean in float32, as in lesson 03."),
-    "low_variance": "Wrong only on rows of tiny spread: rstd = 1 / sqrt(var + eps), with eps inside the root.",
-    "row_stride": "Wrong only for strided inputs: address the rows of x, residual and dy with their own strides.",
+    "offset": ("Right on ordinary rows and wrong on rows whose mean is far from zero: compute x_hat = (h - mean) * rstd "
+               "in float32 (in fp16, h - mean keeps no digits of the row's spread when the mean is ~2000)."),
+    "low_variance": ("Wrong only on rows of tiny spread: use the rstd you are given (the forward added eps inside the "
+                     "root); recomputing it without eps divides by almost nothing."),
+    "row_stride": "Wrong only for strided inputs: address the rows of h and dy with their own strides.",
     "tail": ("Wrong only where d is not a power of two: mask the columns >= d, and keep the padding out of the "
              "row sums (tl.where(mask, ..., 0.0))."),
 }
 
 LN_BACKWARD = CorrectnessProblem(
-    "ln_backward_correct", 4, ("add_layernorm_backward",), "add_layernorm_backward: dx, dweight and dbias",
-    signature="add_layernorm_backward(x, residual, weight, dy, eps)", make_cases=_ln_backward_cases,
-    reference=_ln_backward_reference, outputs=("dx", "dweight", "dbias"),
-    out_dtype=lambda c: (c.inputs[0].dtype, c.inputs[2].dtype, c.inputs[2].dtype),
-    out_shape=lambda c: (tuple(c.inputs[0].shape), tuple(c.inputs[2].shape), tuple(c.inputs[2].shape)),
+    "ln_backward_correct", 4, ("add_layernorm_backward",), "add_layernorm_backward: dh, dweight and dbias",
+    signature="add_layernorm_backward(h, weight, dy, mean, rstd)", make_cases=_ln_backward_cases,
+    reference=_ln_backward_reference, outputs=("dh", "dweight", "dbias"),
+    out_dtype=lambda c: (c.inputs[0].dtype, c.inputs[1].dtype, c.inputs[1].dtype),
+    out_shape=lambda c: (tuple(c.inputs[0].shape), tuple(c.inputs[1].shape), tuple(c.inputs[1].shape)),
     hints=LN_BACKWARD_HINTS, tolerance_repeat=1e-6,
     mistakes=((_ln_backward_without_mean_terms, (
-        "dx is rstd * w * dy: the gradient through the mean and the variance is missing (subtract the row mean of "
+        "dh is rstd * w * dy: the gradient through the mean and the variance is missing (subtract the row mean of "
         "w*dy and x_hat times the row mean of w*dy*x_hat)."),),))
 
-SPEED_ROWS, SPEED_COLS = 16384, 4096  # 537 MB of fp16 traffic at least: ~0.2 ms on an H100, ~2 ms on a T4
+SPEED_ROWS, SPEED_COLS = 16384, 4096  # 403 MB of fp16 traffic at least: ~0.15 ms on an H100, ~1.5 ms on a T4
 
 
 def _ln_speed_inputs(gen, device, rows=SPEED_ROWS, cols=SPEED_COLS):
     def randn(*shape):
         return torch.randn(*shape, generator=gen, device=gen.device).to(device=device, dtype=torch.float16)
     w = (torch.rand(cols, generator=gen, device=gen.device) + 0.5).to(device=device, dtype=torch.float16)
-    return [randn(rows, cols) + 3.0, randn(rows, cols), w, randn(rows, cols), EPS]
+    h = randn(rows, cols) + 3.0
+    mean, rstd = saved_stats(h, EPS)
+    return [h, w, randn(rows, cols), mean, rstd]
 
 
 def eager_ln_backward_of(inputs):
-    """PyTorch's own add + LayerNorm forward on these inputs, once; the returned callable times its backward
-    alone: autograd's LayerNorm backward (dx, dweight, dbias), as a training step pays it in eager mode."""
-    x, r, w, dy, eps = inputs
-    xx, rr, ww = (t.detach().clone().requires_grad_() for t in (x, r, w))
+    """PyTorch's own LayerNorm forward on h (eps = EPS, as the inputs' rstd), once; the returned callable times its
+    backward alone: autograd's LayerNorm backward (dh, dweight, dbias) from the h, mean and rstd its forward
+    saved, as a training step pays it in eager mode."""
+    h, w, dy = inputs[:3]
+    hh, ww = (t.detach().clone().requires_grad_() for t in (h, w))
     bb = torch.zeros_like(w, requires_grad=True)
-    y = F.layer_norm(xx + rr, (x.shape[-1],), ww, bb, eps)
+    y = F.layer_norm(hh, (h.shape[-1],), ww, bb, EPS)
 
     def backward(*_):
-        dx, _dr, dw, db = torch.autograd.grad(y, (xx, rr, ww, bb), dy, retain_graph=True)
-        return dx, dw, db
+        return torch.autograd.grad(y, (hh, ww, bb), dy, retain_graph=True)
     return backward
 
 
@@ -149,8 +166,8 @@ def _ln_speed_reference(inputs):
 
 
 def _ln_bytes(inputs):
-    x = inputs[0]
-    return 4 * x.numel() * x.element_size()  # x, residual and dy read, dx written
+    h = inputs[0]
+    return 3 * h.numel() * h.element_size()  # h and dy read, dh written (the statistics: 8 bytes a row)
 
 
 LN_BACKWARD_SPEED = SpeedProblem(
@@ -462,16 +479,16 @@ check_step_speed_compile = learner.checker(STEP_SPEED_COMPILE)
 
 
 # ------------------------------------------------------------------ measurements the notebook shows (ungraded)
-def formula_ln_backward(x, r, w, dy, eps):
-    """Lesson 06's LayerNorm backward, the formula in PyTorch: some thirty small kernels on a GPU."""
-    h = x.float() + r.float()
+def formula_ln_backward(h, w, dy, eps=EPS):
+    """Lesson 06's LayerNorm backward, the formula in PyTorch (statistics recomputed): some thirty small kernels."""
+    h = h.float()
     mu = h.mean(dim=1, keepdim=True)
     rstd = torch.rsqrt(((h - mu) ** 2).mean(dim=1, keepdim=True) + eps)
     hat = (h - mu) * rstd
     g = dy.float()
     gw = g * w.float()
     dh = rstd * (gw - gw.mean(dim=1, keepdim=True) - hat * (gw * hat).mean(dim=1, keepdim=True))
-    return dh.to(x.dtype), (g * hat).sum(0).to(w.dtype), g.sum(0).to(w.dtype)
+    return dh.to(dy.dtype), (g * hat).sum(0).to(w.dtype), g.sum(0).to(w.dtype)
 
 
 def liger_layernorm():
@@ -486,31 +503,32 @@ def liger_layernorm():
 
 
 def ln_backward_contenders(add_layernorm_backward, inputs) -> dict:
-    """name -> callable() timing one LayerNorm backward on ``inputs`` (yours too, unless ``add_layernorm_backward``
-    is None)."""
-    x, r, w, dy, eps = inputs
+    """name -> callable() timing one LayerNorm backward on ``inputs`` = [h, w, dy, mean, rstd] (yours too, unless
+    ``add_layernorm_backward`` is None). Every contender's forward saved what it reads: eager and Liger h and the
+    statistics, torch.compile what Inductor chose."""
+    h, w, dy, mean, rstd = inputs
     fns = {"eager (autograd of F.layer_norm)": eager_ln_backward_of(inputs),
-           "lesson 06 formula in PyTorch": lambda: formula_ln_backward(x, r, w, dy, eps)}
-    xx, rr, ww = (t.detach().clone().requires_grad_() for t in (x, r, w))
+           "lesson 06 formula in PyTorch": lambda: formula_ln_backward(h, w, dy)}
+    hh, ww = (t.detach().clone().requires_grad_() for t in (h, w))
     bb = torch.zeros_like(w, requires_grad=True)
     with _quiet_compile():
         # Inductor on a GPU; on the CPU (the bench's smoke test) the capture backend, not minutes of C++
-        compiled = torch.compile(lambda a, b, c, d: F.layer_norm(a + b, (a.shape[-1],), c, d, eps), dynamic=False,
+        compiled = torch.compile(lambda a, c, d: F.layer_norm(a, (a.shape[-1],), c, d, EPS), dynamic=False,
                                  backend="inductor" if DEVICE.on_gpu else "aot_eager")
-        yc = compiled(xx, rr, ww, bb)
-    fns["torch.compile's backward"] = lambda: torch.autograd.grad(yc, (xx, rr, ww, bb), dy, retain_graph=True)
+        yc = compiled(hh, ww, bb)
+    fns["torch.compile's backward"] = lambda: torch.autograd.grad(yc, (hh, ww, bb), dy, retain_graph=True)
     liger = liger_layernorm()
     if liger is not None:
         try:
-            hl = (x + r).detach().requires_grad_()
+            hl = h.detach().clone().requires_grad_()
             wl, bl = ww.detach().clone().requires_grad_(), bb.detach().clone().requires_grad_()
-            yl = liger.apply(hl, wl, bl, eps)
+            yl = liger.apply(hl, wl, bl, EPS)
             fns["Liger-Kernel LayerNorm backward"] = lambda: torch.autograd.grad(yl, (hl, wl, bl), dy,
                                                                                  retain_graph=True)
         except Exception:  # noqa: BLE001 - a Liger built for another version: skip it
             pass
     if add_layernorm_backward is not None:
-        fns["yours (Triton, fused)"] = lambda: add_layernorm_backward(x, r, w, dy, eps)
+        fns["yours (Triton, fused)"] = lambda: add_layernorm_backward(h, w, dy, mean, rstd)
     return fns
 
 

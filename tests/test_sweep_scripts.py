@@ -1,0 +1,21 @@
+"""The GPU sweep scripts' CPU checks: each runs the kernels it would time in Triton's interpreter against a float64
+reference, so a change to a lesson's solution that breaks a script is found here, not on the GPU machine.
+scripts/matmul_sweep.py launches lesson 08's matmul_tma_kernel with other configurations; scripts/
+ln_backward_variants.py loads lesson 07's reduce kernel and checks its backward variants."""
+import os
+import subprocess
+import sys
+
+import pytest
+
+from kernellab.paths import repo_root
+
+
+@pytest.mark.parametrize("script", ["matmul_sweep.py", "ln_backward_variants.py"])
+def test_a_sweep_scripts_cpu_check_passes(script):
+    env = dict(os.environ, PYTHONPATH=str(repo_root() / "autograder"), TRITON_INTERPRET="1", KERNELLAB_FORCE_CPU="1")
+    out = subprocess.run([sys.executable, str(repo_root() / "scripts" / script), "--cpu-check"], capture_output=True,
+                         text=True, timeout=300, env=env, cwd=repo_root())
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
+    assert "CPU CHECK PASSED" in out.stdout
+    assert "FAILED" not in out.stdout
