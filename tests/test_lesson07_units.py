@@ -157,3 +157,25 @@ def test_host_enqueue_time_is_the_hosts_share_of_a_call():
     b2b = back_to_back_ms(lambda: (calls.append(1), time.sleep(0.06 if len(calls) == 3 else 0.002)), n=6, rounds=3)
     assert b2b["wall_ms"] < 6.0 and not escaped(b2b["wall_ms"], 2.0, None)
     assert escaped(back_to_back_ms(lambda: time.sleep(0.006), n=6, rounds=3)["wall_ms"], 2.0, None)
+
+
+def test_the_steps_speed_check_samples_the_layernorm_weight_gradients(wrong):
+    """A backward whose dweight sums one program's partials has a right dx: the step's speed check, which once
+    sampled dx alone, must see the wrong weight gradients (as in timing.judge_speed: relative error of the sketch)."""
+    from kernellab.compare import REL_TOL
+    case = L.COMPILED_BLOCK.make_cases(seeded_generator(3), False)[1]
+    x, params, dout, n_heads = L.unpack(case.inputs)
+    ref = L.step_sketch(L.with_grads(L.block_eager, x, params, dout, n_heads, dtype=torch.float32))
+    errors = {}
+    # custom ops are registered by name for the whole process: the wrong notebook's replace the solution's until
+    # the solution is loaded again (last)
+    for name, over in (("solution", None), ("wrong", wrong["partials_of_one_program"]), ("again", None)):
+        fn = load_solution(LESSON, ("block_forward",), over)["block_forward"]
+        step = L.with_grads(fn, x, params, dout, n_heads)
+        dx = step[1].reshape(-1).float()
+        assert (dx - ref[:dx.numel()].float()).norm() / ref[:dx.numel()].float().norm() < 0.01  # dx right in all
+        got = L.step_sketch(step)
+        errors[name] = ((got.double() - ref.double()).norm() / ref.double().norm()).item()
+    tol = REL_TOL[torch.float16]
+    assert errors["solution"] < tol < errors["wrong"], errors
+    assert errors["again"] < tol, errors

@@ -42,8 +42,9 @@ from ...problems.base import Case, CorrectnessProblem, SpeedProblem
 from ...watch import current, policy
 from ..l06_profile_first.problems import (_ATTENTION_OPS, _NORM_BACKWARD_OPS, _NORM_FORWARD_OPS, BLOCK, BLOCK_OUTPUTS,
                                           EPS, GPU_SHAPE, Shape, _block_cases, _block_reference, _bytes, _packets,
-                                          _reference_dx, _speed_inputs, attention_sdpa, block_eager, block_flops,
-                                          block_inputs, must_launch, run_block, unpack, with_grads)
+                                          _reference_step_sketch, _speed_inputs, attention_sdpa, block_eager,
+                                          block_flops, block_inputs, must_launch, run_block, step_sketch, unpack,
+                                          with_grads)
 
 LESSON = "07_ship_it"
 
@@ -455,7 +456,7 @@ def _block_bytes(inputs):
 STEP_SPEED_SDPA = SpeedProblem(
     "step_speed_sdpa", 2, ("block_forward",), "the compiled training step: yours vs eager + SDPA",
     signature=COMPILED_BLOCK.signature, make_inputs=_speed_inputs, baseline=_eager_sdpa_step,
-    baseline_name="the eager block with SDPA", reference_full=_reference_dx, sketch_of=lambda step: step[1],
+    baseline_name="the eager block with SDPA", reference_full=_reference_step_sketch, sketch_of=step_sketch,
     bytes_moved=_block_bytes, flops=lambda inputs: block_flops(GPU_SHAPE, backward=True),
     bands=((1.1, 1.0), (1.0, 0.6), (0.9, 0.3)), out_dtype=lambda inputs: torch.float16, precheck=COMPILED_BLOCK,
     call=step_through_compile)
@@ -463,8 +464,8 @@ STEP_SPEED_SDPA = SpeedProblem(
 STEP_SPEED_COMPILE = SpeedProblem(
     "step_speed_compile", 2, ("block_forward",), "the compiled training step: yours vs torch.compile of eager + SDPA",
     signature=COMPILED_BLOCK.signature, make_inputs=_speed_inputs, baseline=None, baseline_setup=compiled_sdpa_step_of,
-    baseline_name="torch.compile of the eager block with SDPA", reference_full=_reference_dx,
-    sketch_of=lambda step: step[1], bytes_moved=_block_bytes, flops=lambda inputs: block_flops(GPU_SHAPE, backward=True),
+    baseline_name="torch.compile of the eager block with SDPA", reference_full=_reference_step_sketch,
+    sketch_of=step_sketch, bytes_moved=_block_bytes, flops=lambda inputs: block_flops(GPU_SHAPE, backward=True),
     bands=((1.0, 1.0), (0.9, 0.6), (0.8, 0.3)), out_dtype=lambda inputs: torch.float16, precheck=COMPILED_BLOCK,
     call=step_through_compile)
 
