@@ -10,7 +10,7 @@ traffic, one pass moved from the backward into the forward) reaches 2.0x at ever
 
 Variants (kernels below): ``h`` reads h and dy and recomputes mean and rstd from h; ``h+stats`` also reads the
 forward's mean and rstd (8 bytes a row) and skips those two reductions. Each launch: (elements per tile, programs
-per SM at most). Every variant is checked against float64 autograd first.
+per SM at most). Every variant is first checked against the lesson's float64 reference (lesson 07's ln_grads).
 
     PYTHONPATH=autograder python scripts/ln_backward_variants.py --out DIR     # GPU
     PYTHONPATH=autograder python scripts/ln_backward_variants.py --cpu-check   # interpreter, correctness only
@@ -32,7 +32,6 @@ import json  # noqa: E402
 import pathlib  # noqa: E402
 
 import torch  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
 
 import kernellab as kl  # noqa: E402,F401
 import triton  # noqa: E402
@@ -160,26 +159,6 @@ def make_variant(reduce_kernel, stats: bool, per_tile: int, per_sm: int, prefetc
     return backward
 
 
-def stats_of(h, eps):
-    hf = h.float()
-    mean = hf.mean(1)
-    rstd = torch.rsqrt(hf.var(1, unbiased=False) + eps)
-    return mean.contiguous(), rstd.contiguous()
-
-
-def grads64(h, w, dy, eps):
-    hh, ww = h.double().requires_grad_(), w.double().requires_grad_()
-    with torch.enable_grad():
-        y = F.layer_norm(hh, (h.shape[1],), ww, None, eps)
-        dh, dw = torch.autograd.grad(y, (hh, ww), dy.double())
-    return dh, dw, dy.double().sum(0)
-
-
-def rel(a, b) -> float:
-    a, b = a.double(), b.double()
-    return (torch.linalg.vector_norm(a - b) / torch.linalg.vector_norm(b).clamp_min(1e-30)).item()
-
-
 def load():
     from kernellab.notebook_cells import load_solution
     with contextlib.redirect_stdout(io.StringIO()):
@@ -202,17 +181,19 @@ def variants(sol, launches, prefetch_launches=(), stats_only=False):
 
 
 def check(vs, device, shapes) -> dict:
+    from kernellab.compare import rel_error
+    from kernellab.lessons.l07_ship_it import problems as L
     errs = {}
     for rows, cols in shapes:
         gen = torch.Generator(device).manual_seed(rows * 7 + cols)
         h = (torch.randn(rows, cols, generator=gen, device=device) + 3).half()
         w = (torch.rand(cols, generator=gen, device=device) + 0.5).half()
         dy = torch.randn(rows, cols, generator=gen, device=device).half()
-        ref = grads64(h, w, dy, 1e-5)
-        mean, rstd = stats_of(h, 1e-5)
+        mean, rstd = L.saved_stats(h, 1e-5)
+        ref = L.ln_grads(h, w, dy, mean, rstd)  # the lesson's reference (float64 autograd's, tests/test_lesson07_units)
         for name, (_stats, fn) in vs.items():
             got = fn(h, w, dy, 1e-5, mean, rstd)
-            e = max(rel(g, r) for g, r in zip(got, ref))
+            e = max(rel_error(g, r) for g, r in zip(got, ref))
             errs[name] = max(errs.get(name, 0.0), e)
     return errs
 
@@ -248,7 +229,7 @@ def main() -> int:
     for d in L.LN_WIDTHS:
         x, r, w, dy, eps = L.ln_inputs_at(d)
         h = (x + r).contiguous()  # as the forward would store it (fp16)
-        mean, rstd = stats_of(h, eps)
+        mean, rstd = L.saved_stats(h, eps)
         fns = L.ln_backward_contenders(sol["add_layernorm_backward"], [x, r, w, dy, eps])
         fns.pop("lesson 06 formula in PyTorch", None)
         for name, (stats, fn) in vs.items():

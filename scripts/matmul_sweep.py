@@ -82,9 +82,11 @@ def operands(m, n, k, device, seed=0):
     return a, b
 
 
-def rel(x, y) -> float:
-    x, y = x.float(), y.float()
-    return (torch.linalg.vector_norm(x - y) / torch.linalg.vector_norm(y)).item()
+def rel(out, ref) -> float:
+    """compare.rel_error on the first 256 rows, as the lesson 08 bench checks (whole 8192^2 outputs would be copied
+    to the host in float64 for every configuration)."""
+    from kernellab.compare import rel_error
+    return rel_error(out[:256], ref[:256])
 
 
 _W = {}

@@ -50,7 +50,7 @@ def bench_ln_backward(fn, quick: bool) -> dict:
         inputs = L.ln_inputs_at(d, rows)
         got, ref = fn(*inputs), L.ln_grads(*inputs, dtype=torch.float32)
         errors = {n: rel_error(g, r) for n, g, r in zip(("dh", "dweight", "dbias"), got, ref)}
-        res[d] = {"rows": rows, "ms": times[d], "errors": errors, "bytes": 3 * rows * d * 2}  # h, dy read; dh written
+        res[d] = {"rows": rows, "ms": times[d], "errors": errors, "bytes": L._ln_bytes(inputs)}
     return res
 
 
