@@ -170,6 +170,41 @@ def _open_and_run_all(page, base, name):
     return panel
 
 
+# A digest of the bytes a widget's picture shows, once it has loaded (None before): an Image widget's src is a
+# blob URL made afresh whenever its view renders, so a new src alone does not mean a new picture.
+_DIGEST_JS = """async (el) => {
+  const img = el.querySelector('img.widget-image');
+  if (!img || !img.complete || !img.naturalWidth) return null;
+  const bytes = new Uint8Array(await (await fetch(img.src)).arrayBuffer());
+  let h = bytes.length;
+  for (let i = 0; i < bytes.length; i++) h = (Math.imul(h, 31) + bytes[i]) >>> 0;
+  return `${bytes.length}:${h}`;
+}"""
+
+
+def _picture_digest(widget):
+    return widget.element_handle().evaluate(_DIGEST_JS)
+
+
+def _wait_for_new_picture(page, widget, before, timeout_s: float = 60.0) -> bool:
+    """Until the widget shows a loaded picture whose bytes differ from ``before`` (a digest) and stay the same for
+    1.5 s, decoded and painted; False on timeout. Settled, not first changed: a slider whose start is off its step
+    grid is snapped by the browser, and that redraw can arrive just before the one a key press asked for."""
+    deadline = time.monotonic() + timeout_s
+    last, since = None, time.monotonic()
+    while time.monotonic() < deadline:
+        now = _picture_digest(widget)
+        if now != last:
+            last, since = now, time.monotonic()
+        elif now is not None and now != before and time.monotonic() - since >= 1.5:
+            widget.element_handle().evaluate(
+                "async el => { await el.querySelector('img.widget-image').decode();"
+                " await new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r))); }")
+            return True
+        page.wait_for_timeout(250)
+    return False
+
+
 def _drive(page, base):
     """Open the lesson, run all cells from the Run menu, check the plot and the widget, move its slider."""
     from playwright.sync_api import expect
@@ -180,22 +215,21 @@ def _drive(page, base):
     expect(slider).to_be_visible(timeout=30_000)
     widget = panel.locator(".jupyter-widgets.widget-vbox").first
     widget.scroll_into_view_if_needed()
-    picture = widget.locator("img").first
+    picture = widget.locator("img.widget-image").first
     expect(picture).to_be_visible(timeout=30_000)
-    before = picture.get_attribute("src")
+    page.wait_for_function("el => { const i = el.querySelector('img.widget-image'); return i && i.complete; }",
+                           arg=widget.element_handle(), timeout=30_000)
+    before = _picture_digest(widget)
     _shot(page, "lesson03_widget_before")
     slider.focus()
     for _ in range(3):
         page.keyboard.press("ArrowRight")
     expect(widget.locator(".widget-readout").first).to_have_text("4", timeout=30_000)
-    page.wait_for_function(
-        "([el, old]) => el.querySelector('img') && el.querySelector('img').src !== old",
-                arg=[widget.element_handle(), before], timeout=30_000)
+    assert _wait_for_new_picture(page, widget, before, 30.0), "lesson 03: its slider moved, no new picture in 30 s"
     expect(panel.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']")).to_be_attached(
         timeout=60_000)  # every redraw the three key presses asked for has arrived
-    expect(widget.locator(".widget-output img").first).to_be_visible(timeout=30_000)
+    expect(widget.locator("img.widget-image")).to_have_count(1, timeout=30_000)
     _shot(page, "lesson03_widget_after")
-    assert picture.get_attribute("src") != before
     panel.locator(".jp-OutputArea-output img").last.scroll_into_view_if_needed()
     _shot(page, "lesson03_roofline")
 
@@ -224,7 +258,6 @@ def _write_widgets_notebook(root):
 
 
 def test_every_newer_widget_responds_in_jupyterlab(lab):
-    from playwright.sync_api import TimeoutError as PlaywrightTimeout
     from playwright.sync_api import expect
 
     base, root = lab
@@ -235,25 +268,23 @@ def test_every_newer_widget_responds_in_jupyterlab(lab):
             widget = cells.nth(i).locator(".jupyter-widgets.widget-vbox").first
             expect(widget).to_be_visible(timeout=60_000)
             widget.scroll_into_view_if_needed()
-            picture = widget.locator(".widget-output img").first
+            picture = widget.locator("img.widget-image").first
             expect(picture).to_be_visible(timeout=60_000)
-            before = picture.get_attribute("src")
+            page.wait_for_function("el => { const i = el.querySelector('img.widget-image'); return i && i.complete; }",
+                                   arg=widget.element_handle(), timeout=60_000)
+            before = _picture_digest(widget)
             readout = widget.locator(".widget-readout").last
             shown = readout.inner_text()
             slider = widget.locator(".noUi-handle").last  # each widget's last slider: step, speedup, intensity
             slider.focus()
-            page.keyboard.press("ArrowRight")  # one step: one redraw, so the new picture is the last
+            page.keyboard.press("ArrowRight")  # one step: one redraw
             expect(readout).not_to_have_text(shown, timeout=30_000)
-            try:
-                page.wait_for_function(
-                    "([el, old]) => { const img = el.querySelector('.widget-output img');"
-                    " return img && img.src !== old; }",
-                    arg=[widget.element_handle(), before], timeout=60_000)
-            except PlaywrightTimeout:  # say which widget and where its slider went (one CI run, 2026-11-25)
+            if not _wait_for_new_picture(page, widget, before):  # say which widget and where its slider went
                 raise AssertionError(f"{name}: its slider moved from {shown!r} to {readout.inner_text()!r}, but no "
-                                     "new picture came within 60 s") from None
+                                     "new picture came within 60 s")
             expect(page.get_by_text(KERNEL_IDLE).first).to_be_visible(
                 timeout=60_000)  # the last redraw has arrived
-            # one picture once the redraw has settled (the old one may linger while the new arrives)
-            expect(widget.locator(".widget-output img")).to_have_count(1, timeout=30_000)
+            # one picture: the widget's image is replaced, never added to
+            expect(widget.locator("img.widget-image")).to_have_count(1, timeout=30_000)
+            page.wait_for_timeout(2000)  # headless Chromium rasters a large picture over several frames
             _shot(page, f"widget_{name}")

@@ -128,10 +128,12 @@ def test_backward_tiles_widget_draws_without_a_browser():
     matplotlib.use("Agg")
     from kernellab.lessons.l05_flash_attention_backward.problems import backward_tiles
     ui = backward_tiles(n_ctx=300, block_m=64, block_n=32)
-    assert ui is not None and len(ui.children) == 3
-    key_block = ui.children[0].children[0]
-    key_block.value = 3  # moving a slider redraws without error
-    assert key_block.value == 3
+    assert ui is not None and len(ui.children) == 4  # two rows of controls, the picture, a line for errors
+    key_block, picture, note = ui.children[0].children[0], ui.children[2], ui.children[3]
+    before = bytes(picture.value)  # the widget keeps a memoryview
+    assert before.startswith(b"\x89PNG")
+    key_block.value = 3  # moving a slider draws a new picture, and no error
+    assert bytes(picture.value).startswith(b"\x89PNG") and bytes(picture.value) != before and note.value == ""
 
 
 def test_an_lse_near_zero_is_judged_at_the_scale_of_the_scores():

@@ -25,3 +25,30 @@ def test_the_explorer_follows_the_kernel_picked():
     pick, slider = box.children[0].children
     pick.value = "matmul 4096^3, fp16"
     assert abs(slider.value / ROOFLINE_OPS["matmul 4096^3, fp16"] - 1) < 1e-6
+
+
+def test_a_picture_that_cannot_be_drawn_says_why_and_keeps_the_last_one(monkeypatch):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from kernellab import widgets_base
+    monkeypatch.delenv("NBGRADER_EXECUTION", raising=False)
+    monkeypatch.delenv("KERNELLAB_STATIC_WIDGETS", raising=False)
+
+    def render(n=1):
+        if n > 2:
+            raise ValueError(f"no picture for n={n}")
+        plt.subplots()[1].plot(range(n + 1))
+
+    box = widgets_base._interactive(render, lambda w: ({"n": (s := w.IntSlider(1, 0, 5))}, [[s]]))
+    slider, picture, note = box.children[0].children[0], box.children[1], box.children[2]
+    first = bytes(picture.value)  # the widget keeps a memoryview
+    slider.value = 2
+    second = bytes(picture.value)
+    assert second.startswith(b"\x89PNG") and second != first and note.value == ""
+    slider.value = 4
+    assert bytes(picture.value) == second and "ValueError: no picture for n=4" in note.value
+    slider.value = 0
+    assert note.value == "" and bytes(picture.value) not in (first, second)
+    assert plt.get_fignums() == []  # every figure drawn for the widget was closed

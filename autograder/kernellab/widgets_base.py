@@ -20,17 +20,57 @@ def _widgets():
     return ipywidgets, display
 
 
+def _picture(render, kwargs: dict) -> bytes:
+    """PNG bytes of the figure ``render(**kwargs)`` draws (the last it makes); every figure it made is closed."""
+    import io
+
+    import matplotlib.pyplot as plt
+    before = set(plt.get_fignums())
+    try:
+        render(**kwargs)
+    finally:
+        made = [n for n in plt.get_fignums() if n not in before]
+        buf = io.BytesIO()
+        if made:
+            plt.figure(made[-1]).savefig(buf, format="png", bbox_inches="tight")
+        for n in made:
+            plt.close(n)
+    return buf.getvalue()
+
+
 def _interactive(render, build, static=()):
     """Draw ``render`` under ipywidgets controls, or once with the ``static`` arguments where no widget can be
-    shown (see _widgets). ``build(w)`` makes the controls from the ipywidgets module ``w`` and returns
-    ({render's argument: its widget}, [rows of widgets to lay out]). Returns the widget box, or None."""
+    shown (see _widgets). ``render`` draws one matplotlib figure and does not show it. ``build(w)`` makes the
+    controls from the ipywidgets module ``w`` and returns ({render's argument: its widget}, [rows of widgets to
+    lay out]). Returns the widget box (the rows, the picture, a line for a drawing error), or None.
+
+    The picture is an Image widget whose PNG the kernel replaces, not an Output widget that captures a shown
+    figure: an Output widget keeps only output whose parent message matches the id it was given, and a redraw
+    run from a slider's message could lose its picture that way (CI, 2026-11-25 and -26: a slider moved, no
+    new picture came; ipywidgets issue 4020 is this mismatch under ipykernel 7). A trait update has no parent
+    to match."""
+    import matplotlib.pyplot as plt
     ui = _widgets()
     if ui is None:  # one static picture
         render(*static)
+        plt.show()
         return None
     w, display = ui
     args, rows = build(w)
-    box = w.VBox([w.HBox(row) for row in rows] + [w.interactive_output(render, args)])
+    picture = w.Image(format="png", layout=w.Layout(max_width="100%", height="auto"))  # never wider than the cell
+    note = w.HTML()
+
+    def redraw(_change=None):
+        try:
+            picture.value = _picture(render, {k: c.value for k, c in args.items()})
+            note.value = ""
+        except Exception as e:  # a learner's argument the picture cannot draw: say so under the last one
+            import html
+            note.value = f"<pre>could not draw this: {html.escape(f'{type(e).__name__}: {e}')}</pre>"
+
+    for control in args.values():
+        control.observe(redraw, "value")
+    redraw()
+    box = w.VBox([w.HBox(row) for row in rows] + [picture, note])
     display(box)
     return box
-

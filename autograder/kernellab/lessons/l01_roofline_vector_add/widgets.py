@@ -35,7 +35,6 @@ def roofline_explorer(ops: dict | None = None):
         ax.set_title(f"{intensity:.3g} FLOP/B vs ridge {ceil.ridge:.0f}: {ceil.bound(intensity)}-bound, at best "
                      f"{attainable / 1e12:.3g} TFLOP/s ({100 * attainable / (ceil.fp16_tflops * 1e12):.2g}% of the "
                      "compute peak)", fontsize=9)
-        plt.show()
 
     def build(w):
         pick = w.Dropdown(options=list(ops), description="kernel", layout=w.Layout(width="420px"))

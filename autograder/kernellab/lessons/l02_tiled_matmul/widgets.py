@@ -58,7 +58,6 @@ def tile_order(orders: dict, num_pid_m: int = 16, num_pid_n: int = 16, group_m: 
         fig.suptitle(f"programs {first}..{min(first + wave, total) - 1} of {total} "
                      f"(one wave = {wave} programs, GROUP_M = {group})", fontsize=10)
         fig.tight_layout()
-        plt.show()
 
     def build(w):
         step = w.IntSlider(0, 0, max(0, (total - 1) // wave), description="wave")

@@ -55,7 +55,6 @@ def online_softmax_steps(row=None, block: int = 8, seed: int = 0):
             ax.text(0.99, 0.03, f"two-pass answer: max {true_m:.3f}, sum {true_l:.4f}", ha="right",
                     transform=ax.transAxes, fontsize=8)
         fig.tight_layout()
-        plt.show()
 
     def build(w):
         slider = w.IntSlider(1, 1, len(steps), description="block")

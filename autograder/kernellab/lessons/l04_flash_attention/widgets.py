@@ -51,7 +51,6 @@ def attention_tiles(visits, n_ctx: int, block_m: int, block_n: int, causal: bool
                     f"{min((program + 1) * block_m, n_ctx) - 1} stay on chip;\nkey block {step} of {len(todo)} "
                     f"({masked} masked, {skipped} skipped above the diagonal)")
         fig.tight_layout()
-        plt.show()
 
     def build(w):
         prog = w.IntSlider(0, 0, n_prog - 1, description="program")

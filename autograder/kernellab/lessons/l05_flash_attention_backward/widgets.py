@@ -38,7 +38,6 @@ def backward_tiles(dkdv_visits, dq_visits, n_ctx: int, block_m: int, block_n: in
         fig.suptitle(f"P has {visible} visible tiles of {block_m} x {block_n}: the forward computes each once, "
                      f"the backward twice (once per kernel)", fontsize=10)
         fig.tight_layout()
-        plt.show()
 
     def build(w):
         kb = w.IntSlider(0, 0, n_kb - 1, description="key block")

@@ -30,7 +30,6 @@ def kernel_payoff(shares: dict, chosen=(), speedup: float = 4.0):
         ax.set_title(f"{f:.0%} of the time, {speedup:.1f}x faster: the block runs {amdahl(f, speedup):.2f}x faster "
                      f"(an infinitely fast kernel: {best})", fontsize=9)
         fig.tight_layout()
-        plt.show()
 
     def build(w):
         pick = w.SelectMultiple(options=names, value=tuple(chosen), rows=min(8, len(names)), description="replace")

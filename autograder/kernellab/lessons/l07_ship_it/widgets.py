@@ -43,7 +43,6 @@ def two_stage_reduction(rows: int = 24, programs: int = 4, cols: int = 8):
             ax.set_xticks([])
         fig.suptitle("one launch per stage: no atomics, the same sum on every run", fontsize=10)
         fig.tight_layout()
-        plt.show()
 
     def build(w):
         p = w.IntSlider(value=programs, min=1, max=rows, description="programs")

@@ -97,7 +97,6 @@ def warp_timeline(n_tiles: int = 8, stages: int = 3, load: float = 1.0, mma: flo
         fig.legend(handles, list(COLOURS), loc="upper right", ncol=4, fontsize=8)
         fig.suptitle(f"{n_tiles} tiles, num_stages={stages}", fontsize=10, x=0.3)
         fig.tight_layout()
-        plt.show()
 
     def build(w):
         s = w.IntSlider(value=stages, min=1, max=6, description="stages")
