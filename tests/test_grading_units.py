@@ -325,3 +325,18 @@ def test_a_ray_grader_closing_waits_out_its_jobs_and_then_cleans_up():
             g.grade("01_roofline_vector_add", "add_correct", text, 1)
     finally:
         harness.resume()
+
+
+def test_the_gpu_report_says_when_the_notebook_was_not_executed(tmp_path):
+    from kernellab.gpu_report import write_report
+    scores = {"a_correct": 3.0}
+    res = {"header": ["- GPU: test"], "notebooks": {
+        "01_roofline_vector_add": {"wall_s": float("nan"), "errors": [], "outputs": []},
+        "02_tiled_matmul": {"wall_s": 121.4, "errors": [], "outputs": ["all checks passed"]}},
+        "grading": {"01_roofline_vector_add": {"solution": {"autograde_wall_s": 50.0, "scores": scores,
+                                                            "why": {"a_correct": "right"}}},
+                    "02_tiled_matmul": {}}}
+    write_report(res, tmp_path)
+    md = (tmp_path / "gpu_report.md").read_text()
+    assert "Solution notebook: not executed in this run (--no-execute)." in md and "nan s" not in md
+    assert "executed top to bottom: **121 s** (0 cells with errors)" in md and "| solution | 50 | 3 |" in md

@@ -163,8 +163,9 @@ def test_block_benchmark_runs_end_to_end_on_the_cpu(monkeypatch, tmp_path):
     import kernellab.lessons.l06_profile_first.bench as BB
     import kernellab.timing as T
 
-    monkeypatch.setattr(T, "interleaved", lambda fns, rounds: {k: 0.5 if k == "yours" else 1.0 for k in fns}
+    monkeypatch.setattr(T, "interleaved", lambda fns, rounds, hide_ms=None: {k: 0.5 if k == "yours" else 1.0 for k in fns}
                         | {f"{k}_all": [0.5 if k == "yours" else 1.0] * 2 for k in fns})
+    monkeypatch.setattr(T, "do_bench_ms", lambda fns: {k: 0.75 if k == "yours" else 1.25 for k in fns})  # launches paid
     monkeypatch.setattr(L, "GPU_SHAPE", L.Shape(1, 40, 64, 2, 128))
     monkeypatch.setattr(L, "CPU_SHAPE", L.Shape(1, 40, 64, 2, 128))
     res = BB.bench_lesson06(quick=True)
@@ -174,6 +175,8 @@ def test_block_benchmark_runs_end_to_end_on_the_cpu(monkeypatch, tmp_path):
     BB.write_lesson06(res, tmp_path)
     md = (tmp_path / "lesson06.md").read_text()
     assert "| yours | 0.500 | 2.00 |" in md and "measured 2.00 x and 2.00 x" in md and "rounds: 2.00, 2.00" in md
+    yours_row = next(line for line in md.splitlines() if line.startswith("| yours |"))
+    assert yours_row.endswith("| 0.750 |") and "step's GPU work" in md  # do_bench beside the course timer
     assert (tmp_path / "lesson06_block.png").exists() and (tmp_path / "lesson06.json").exists()
 
 

@@ -182,3 +182,23 @@ def test_the_steps_speed_check_samples_the_layernorm_weight_gradients(wrong):
     tol = REL_TOL[torch.float16]
     assert errors["solution"] < tol < errors["wrong"], errors
     assert errors["again"] < tol, errors
+
+
+def test_a_training_step_is_timed_with_its_host_time_hidden_on_both_sides(monkeypatch):
+    # A whole step issues a hundred launches or more: the wait before each timed call must cover the host's
+    # time to issue them (timing.STEP_HOST_MS), or the step's time follows the host's speed. Every graded step
+    # asks for it, and a wait asked for in ms becomes that many of the GPU's calibrated cycles.
+    import torch
+
+    from kernellab import timing
+    from kernellab.lessons.l06_profile_first import problems as L6
+    steps = [L6.BLOCK_TRAIN_SPEED, L.STEP_SPEED_SDPA, L.STEP_SPEED_COMPILE]
+    assert all(p.host_ms == timing.STEP_HOST_MS >= 5.0 for p in steps)
+    assert L6.BLOCK_SPEED.host_ms is None and L.LN_BACKWARD_SPEED.host_ms is None  # one forward or one kernel
+    slept = []
+    monkeypatch.setattr(torch.cuda, "_sleep", slept.append)
+    monkeypatch.setitem(timing._CALIBRATION, "cycles_per_ms", 1.9e6)  # a 1.9 GHz SM clock
+    timing.gpu_wait()
+    timing.gpu_wait(ms=timing.STEP_HOST_MS)
+    timing.gpu_wait(ms=0.01)  # never shorter than the default
+    assert slept == [1_000_000, int(timing.STEP_HOST_MS * 1.9e6), 1_000_000]

@@ -11,6 +11,7 @@ Results go to DIR/gpu_report.md and DIR/gpu_report.json.
 from __future__ import annotations
 
 import json
+import math
 import pathlib
 import sys
 
@@ -101,9 +102,12 @@ def write_report(res: dict, out: pathlib.Path) -> None:
     for lesson in res["notebooks"]:
         nbres = res["notebooks"][lesson]
         graded = [k for k in res["grading"].get(lesson, {}) if not k.startswith("_")]
-        lines += [f"## {lesson}", "",
-                  f"Solution notebook executed top to bottom: **{nbres['wall_s']:.0f} s** "
-                  f"({len(nbres['errors'])} cells with errors).", "", "Check cells said:", ""]
+        if math.isnan(nbres["wall_s"]):  # --no-execute: nothing to say about the notebook
+            lines += [f"## {lesson}", "", "Solution notebook: not executed in this run (--no-execute).", ""]
+        else:
+            lines += [f"## {lesson}", "",
+                      f"Solution notebook executed top to bottom: **{nbres['wall_s']:.0f} s** "
+                      f"({len(nbres['errors'])} cells with errors).", "", "Check cells said:", ""]
         lines += [f"- {o}" for o in nbres["outputs"]]
         if not graded:  # executed only (--students none)
             lines.append("")

@@ -19,10 +19,15 @@ import torch
 from .problems.base import SKETCH, SpeedProblem, call_learner, seeded_generator
 from .watch import watched
 
+# Host time a whole training step's timing hides (SpeedProblem.host_ms): the steps of lessons 06 and 07 took
+# 1.3-3.3 ms of host time per step on an H100's host (assets/bench/lesson07_step_host.md); a slower host (a
+# learner's) may take twice that. Both sides of the comparison get the same wait.
+STEP_HOST_MS = 10.0
 
-def bench(fn, warmup_ms: float = 25, rep_ms: float = 100) -> float:
+def bench(fn, warmup_ms: float = 25, rep_ms: float = 100, hide_ms: float | None = None) -> float:
     """Median milliseconds of ``fn()`` on the GPU: L2 flushed and the host's launch cost hidden before
-    every run (compile/autotune excluded by a first call)."""
+    every run (compile/autotune excluded by a first call). ``hide_ms``: the host time per call to hide
+    (gpu_wait); None hides ~0.5-1 ms, enough for a few launches."""
     fn()  # first call compiles; keep it out of the numbers
     torch.cuda.synchronize()
     s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -39,7 +44,7 @@ def bench(fn, warmup_ms: float = 25, rep_ms: float = 100) -> float:
     ends = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
     for i in range(n):
         _flush_l2()
-        gpu_wait()
+        gpu_wait(ms=hide_ms)
         starts[i].record()
         fn()
         ends[i].record()
@@ -47,20 +52,46 @@ def bench(fn, warmup_ms: float = 25, rep_ms: float = 100) -> float:
     return statistics.median(a.elapsed_time(b) for a, b in zip(starts, ends))
 
 
-def gpu_wait(cycles: int = 1_000_000) -> None:
-    """Keep the GPU busy (~0.5-1 ms) while the host launches the next call. The start event after it
-    then fires only once that launch is queued, so host-side launch cost - Python and Triton's
-    launcher take tens of microseconds, cuBLAS a few - is not counted as kernel time."""
+def gpu_wait(cycles: int = 1_000_000, ms: float | None = None) -> None:
+    """Keep the GPU busy (~0.5-1 ms, or at least ``ms``) while the host launches the next call. The start event
+    after it then fires only once that launch is queued, so host-side launch cost - Python and Triton's
+    launcher take tens of microseconds, cuBLAS a few - is not counted as kernel time. A whole training step
+    issues a hundred launches or more (1.3-3.3 ms of host time per step on an H100's host): ~0.5-1 ms hid only
+    part of it, so the step's time followed the host's speed (0.82-1.00x for one solution across four runs of
+    a day, 2026-11-26); such problems ask for a wait that covers the host (SpeedProblem.host_ms). Waiting
+    hides only host work that needs no result from the GPU: anything that reads one waits out the sleep."""
+    if ms is not None:
+        cycles = max(cycles, int(ms * _cycles_per_ms()))
     torch.cuda._sleep(cycles)
 
 
-def interleaved(fns: dict, rounds: int) -> dict:
-    """name -> median ms over ``rounds`` rounds, contenders alternating within each round."""
+_CALIBRATION: dict = {}
+
+
+def _cycles_per_ms() -> float:
+    """torch.cuda._sleep's cycles per millisecond on this GPU (it counts SM clock cycles): the fastest of three
+    runs. A wait asked for in milliseconds lasts about that long: 9.83 ms for 10 on an H100 (2026-11-26), the
+    clock a little higher in a long wait than in this one."""
+    if "cycles_per_ms" not in _CALIBRATION:
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        best = float("inf")
+        for _ in range(3):
+            s.record()
+            torch.cuda._sleep(2_000_000)
+            e.record()
+            e.synchronize()
+            best = min(best, s.elapsed_time(e))
+        _CALIBRATION["cycles_per_ms"] = 2_000_000 / max(best, 1e-3)
+    return _CALIBRATION["cycles_per_ms"]
+
+
+def interleaved(fns: dict, rounds: int, hide_ms: float | None = None) -> dict:
+    """name -> median ms over ``rounds`` rounds, contenders alternating within each round (``hide_ms``: bench)."""
     times = {k: [] for k in fns}
     keys = list(fns)
     for r in range(rounds):
         for k in (keys if r % 2 == 0 else keys[::-1]):
-            times[k].append(bench(fns[k], warmup_ms=10, rep_ms=60))
+            times[k].append(bench(fns[k], warmup_ms=10, rep_ms=60, hide_ms=hide_ms))
     return {k: statistics.median(v) for k, v in times.items()} | {f"{k}_all": v for k, v in times.items()}
 
 
@@ -152,6 +183,9 @@ def measure_speed(fn, problem: SpeedProblem, seed: int, rounds: int = 5, reps: i
     result = {"cand_ms": [], "base_ms": [], "sketches": [], "error": None, "wall_ms": None}
     fn = functools.partial(call_learner, problem, fn)  # the problem's call hook, if it has one
 
+    def wait():  # the GPU busy while the host issues the call: its launches are not timed
+        gpu_wait(ms=problem.host_ms)
+
     def refill(i):
         for dst, src in zip(live, pool[i]):
             if isinstance(dst, torch.Tensor):
@@ -185,7 +219,7 @@ def measure_speed(fn, problem: SpeedProblem, seed: int, rounds: int = 5, reps: i
                 i = (k + j) % len(pool)
                 refill(i)
                 _flush_l2()
-                gpu_wait()
+                wait()
                 if who == "base":
                     bstart[r * reps + j].record()
                     done = baseline(*live)

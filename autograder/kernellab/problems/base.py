@@ -518,6 +518,9 @@ class SpeedProblem(Problem):
     # The tensor cores' rate for the problem's number format over fp16's (FP8 on Hopper: 2): the physical floor
     # a time must not beat scales the measured fp16 ceiling by it.
     flop_rate: float = 1.0
+    # The host's time per call that the timer hides (ms; timing.gpu_wait): None hides ~0.5-1 ms, a few launches.
+    # A whole training step sets timing.STEP_HOST_MS, so that both sides are timed by their GPU work alone.
+    host_ms: float | None = None
 
     kind = "speed"
     needs_gpu = True
