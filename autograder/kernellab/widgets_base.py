@@ -57,8 +57,7 @@ def _interactive(render, build, static=()):
         return None
     w, display = ui
     args, rows = build(w)
-    picture = w.Image(format="png", layout=w.Layout(max_width="100%", height="auto"))  # never wider than the cell
-    note = w.HTML()
+    picture, note = w.Image(format="png"), w.HTML()
 
     def redraw(_change=None):
         try:
