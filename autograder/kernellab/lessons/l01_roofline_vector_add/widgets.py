@@ -2,6 +2,8 @@
 roofline)."""
 from __future__ import annotations
 
+import math
+
 from ...widgets_base import _interactive
 
 
@@ -36,11 +38,18 @@ def roofline_explorer(ops: dict | None = None):
                      f"{attainable / 1e12:.3g} TFLOP/s ({100 * attainable / (ceil.fp16_tflops * 1e12):.2g}% of the "
                      "compute peak)", fontsize=9)
 
+    step = 0.01  # of log10(FLOP/B): within 1.2 % of any kernel's intensity
+
+    def on_grid(intensity: float) -> float:
+        """The slider's own value for ``intensity``: the browser snaps a value off the slider's grid and sends it
+        back, which would draw the picture twice, the second time at the snapped value."""
+        return 10 ** (round(math.log10(intensity) / step) * step)
+
     def build(w):
         pick = w.Dropdown(options=list(ops), description="kernel", layout=w.Layout(width="420px"))
-        slider = w.FloatLogSlider(value=ops[pick.value], base=10, min=-2, max=4, step=0.05,
+        slider = w.FloatLogSlider(value=on_grid(ops[pick.value]), base=10, min=-2, max=4, step=step,
                                   description="FLOP/B", readout_format=".3g")
-        pick.observe(lambda change: setattr(slider, "value", ops[change["new"]]), names="value")
+        pick.observe(lambda change: setattr(slider, "value", on_grid(ops[change["new"]])), names="value")
         return {"intensity": slider}, [[pick, slider]]
     return _interactive(render, build, static=(next(iter(ops.values())),))
 
