@@ -53,13 +53,11 @@ def bench(fn, warmup_ms: float = 25, rep_ms: float = 100, hide_ms: float | None 
 
 
 def gpu_wait(cycles: int = 1_000_000, ms: float | None = None) -> None:
-    """Keep the GPU busy (~0.5-1 ms, or at least ``ms``) while the host launches the next call. The start event
+    """Keep the GPU busy (~0.5-1 ms, or about ``ms``) while the host launches the next call. The start event
     after it then fires only once that launch is queued, so host-side launch cost - Python and Triton's
     launcher take tens of microseconds, cuBLAS a few - is not counted as kernel time. A whole training step
-    issues a hundred launches or more (1.3-3.3 ms of host time per step on an H100's host): ~0.5-1 ms hid only
-    part of it, so the step's time followed the host's speed (0.82-1.00x for one solution across four runs of
-    a day, 2026-11-26); such problems ask for a wait that covers the host (SpeedProblem.host_ms). Waiting
-    hides only host work that needs no result from the GPU: anything that reads one waits out the sleep."""
+    needs ``ms`` (STEP_HOST_MS; assets/bench/lesson07_step_timer.md). Waiting hides only host work that needs no
+    result from the GPU: anything that reads one waits out the sleep."""
     if ms is not None:
         cycles = max(cycles, int(ms * _cycles_per_ms()))
     torch.cuda._sleep(cycles)
@@ -100,6 +98,12 @@ def do_bench_ms(fns: dict, warmup: int = 25, rep: int = 100) -> dict:
     included, to report beside the course timer (which hides them) where the two can differ."""
     from triton.testing import do_bench
     return {k: do_bench(f, warmup=warmup, rep=rep, return_mode="median") for k, f in fns.items()}
+
+
+def time_steps(fns: dict, rounds: int) -> tuple[dict, dict]:
+    """Training steps (name -> callable()) as the graded step problems time them, the host's time hidden
+    (STEP_HOST_MS) and contenders interleaved (``interleaved``'s dict), and by do_bench, launches paid."""
+    return interleaved(fns, rounds, STEP_HOST_MS), do_bench_ms(fns)
 
 
 def _sync_if_gpu() -> None:
@@ -183,9 +187,6 @@ def measure_speed(fn, problem: SpeedProblem, seed: int, rounds: int = 5, reps: i
     result = {"cand_ms": [], "base_ms": [], "sketches": [], "error": None, "wall_ms": None}
     fn = functools.partial(call_learner, problem, fn)  # the problem's call hook, if it has one
 
-    def wait():  # the GPU busy while the host issues the call: its launches are not timed
-        gpu_wait(ms=problem.host_ms)
-
     def refill(i):
         for dst, src in zip(live, pool[i]):
             if isinstance(dst, torch.Tensor):
@@ -219,7 +220,7 @@ def measure_speed(fn, problem: SpeedProblem, seed: int, rounds: int = 5, reps: i
                 i = (k + j) % len(pool)
                 refill(i)
                 _flush_l2()
-                wait()
+                gpu_wait(ms=problem.host_ms)
                 if who == "base":
                     bstart[r * reps + j].record()
                     done = baseline(*live)

@@ -545,7 +545,7 @@ def time_block(fns: dict, s: Shape = GPU_SHAPE, rounds: int = 3, progress: bool 
 
     from tqdm.auto import tqdm
 
-    from ...timing import do_bench_ms, interleaved
+    from ...timing import interleaved, time_steps
     dev = DEVICE.torch_device
     x, params, dout, H = unpack(block_inputs(torch.Generator(dev).manual_seed(1), s, torch.float16, dev))
     res = {}
@@ -554,8 +554,7 @@ def time_block(fns: dict, s: Shape = GPU_SHAPE, rounds: int = 3, progress: bool 
         fwd = interleaved({n: (lambda f=f: f(x, params, H)) for n, f in fns.items()}, rounds)
     bar.update(1)
     steps = {n: (lambda f=f: with_grads(f, x, params, dout, H)) for n, f in fns.items()}
-    train = interleaved(steps, rounds, STEP_HOST_MS)  # as block_train_speed times it: the step's host time hidden
-    paid = do_bench_ms(steps)  # and as a program pays it, launches included
+    train, paid = time_steps(steps, rounds)  # as block_train_speed times it, and with launches paid
     bar.update(1)
     bar.close()
     for n in fns:

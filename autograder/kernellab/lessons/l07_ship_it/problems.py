@@ -548,9 +548,9 @@ def ln_inputs_at(d: int, rows: int = SPEED_ROWS // 2) -> list:
     return ln_inputs(rows, d, seed=d)
 
 
-def interleaved_ms(fns: dict, rounds: int, hide_ms: float | None = None) -> dict:
+def interleaved_ms(fns: dict, rounds: int) -> dict:
     from ...timing import interleaved
-    t = interleaved(fns, rounds, hide_ms)
+    t = interleaved(fns, rounds)
     return {n: t[n] for n in fns}
 
 
@@ -692,10 +692,10 @@ def compare_steps(block_forward, rounds: int = 3):
     if not DEVICE.on_gpu:
         print("No GPU: the comparison needs one. assets/bench/lesson07.md has an H100's numbers.")
         return {}
-    from ...timing import do_bench_ms
+    from ...timing import time_steps
     calls = step_calls(step_contenders(block_forward), GPU_SHAPE, graphs=True)
-    res = interleaved_ms(calls, rounds, STEP_HOST_MS)
-    paid = do_bench_ms(calls)
+    timed, paid = time_steps(calls, rounds)
+    res = {n: timed[n] for n in calls}
     base = res["eager + SDPA"]
     print(f"{'':>45}  GPU work (graded)           with launches (do_bench)")
     for n, ms in res.items():
