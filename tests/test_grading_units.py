@@ -2,6 +2,8 @@
 import math
 import os
 import pathlib
+import subprocess
+import sys
 
 import pytest
 from nbformat.v4 import new_code_cell, new_notebook
@@ -350,14 +352,24 @@ def test_a_local_ray_node_that_starts_too_slowly_is_started_once_more(monkeypatc
     calls, stops = [], []
     slow = Exception("The current node timed out during startup. This could happen because ...")
 
+    started = []
+
     def init(**kw):
         calls.append(kw)
         if len(calls) == 1:
+            # as Ray's node does before it gives up: a server process of this process's, left running
+            started.append(subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"]))
             raise slow
     monkeypatch.setattr(ray, "is_initialized", lambda: False)
     monkeypatch.setattr(ray, "init", init)
     monkeypatch.setattr(ray, "shutdown", lambda: stops.append(1))
-    assert cluster.connect("local", 2) is True and len(calls) == 2 and stops == [1]
+    try:
+        assert cluster.connect("local", 2) is True and len(calls) == 2 and stops == [1]
+        # the failed start's process was stopped (and reaped) before the second start
+        assert started[0].poll() is not None or not os.path.exists(f"/proc/{started[0].pid}")
+    finally:
+        for p in started:
+            p.kill()
     calls.clear()
 
     def refused(**kw):

@@ -153,6 +153,7 @@ def connect(address: str, jobs: int | None = None, init: dict | None = None) -> 
         path = pythonpath_with_package(os.environ.get("PYTHONPATH"))
         kw.setdefault("num_cpus", max(usable(), jobs or 0))  # the cores it may use (a taskset), not the machine's
         for attempt in (1, 2):
+            before = _children()
             try:
                 ray.init(include_dashboard=False, log_to_driver=False,
                          runtime_env={"env_vars": {"PYTHONPATH": path}}, **kw)
@@ -163,12 +164,56 @@ def connect(address: str, jobs: int | None = None, init: dict | None = None) -> 
                 if attempt == 2 or "timed out during startup" not in str(exc):
                     raise
                 ray.shutdown()
+                # The node that failed to start is not Ray's to stop (ray.init raised before it kept the node):
+                # its GCS server and raylet, started by this process, are stopped here, or they outlive the run.
+                _stop(set(_children()) - set(before))
     else:
         # Another machine's cluster: the package travels with the job (torch, triton and nbformat must be
         # installed on its nodes).
         ray.init(address=address, log_to_driver=False,
                  runtime_env={"py_modules": [str(package_root() / "kernellab")]}, **kw)
     return True
+
+
+def _children() -> dict:
+    """This process's child processes (pid -> command line), from /proc (none where there is no /proc)."""
+    out, me = {}, os.getpid()
+    try:
+        pids = [p for p in os.listdir("/proc") if p.isdigit()]
+    except OSError:
+        return out
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                if int(f.read().rsplit(")", 1)[1].split()[1]) != me:
+                    continue
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                out[int(pid)] = f.read().replace(b"\0", b" ").decode("utf-8", "replace")
+        except (OSError, ValueError, IndexError):
+            continue
+    return out
+
+
+def _stop(pids, wait_s: float = 10.0) -> None:
+    """Kill these child processes and reap them (a killed child not waited for stays a zombie)."""
+    import signal
+    import time
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    deadline = time.monotonic() + wait_s
+    left = set(pids)
+    while left and time.monotonic() < deadline:
+        for pid in list(left):
+            try:
+                if os.waitpid(pid, os.WNOHANG)[0]:
+                    left.discard(pid)
+            except ChildProcessError:
+                left.discard(pid)
+        if left:
+            time.sleep(0.1)
 
 
 class RayGrader:
