@@ -178,8 +178,7 @@ def rayed(klass, tmp_path_factory):
     finally:
         ray.shutdown()
         mp.undo()
-    # Ray kills its processes at shutdown; on a loaded two-core machine one can take a while to be gone.
-    run["left_after_shutdown"] = _no_process_left(timeout=60.0)
+    run["left_after_shutdown"] = _no_process_left()
     run["temp_left"], run["temp"] = sorted(_grading_temp(temp)), temp
     shutil.rmtree(temp, ignore_errors=True)
     run["logs"] = tmp / "logs"

@@ -25,6 +25,7 @@ from __future__ import annotations
 import functools
 import math
 import os
+import signal
 import socket
 import threading
 import time
@@ -196,8 +197,6 @@ def _children() -> dict:
 
 def _stop(pids, wait_s: float = 10.0) -> None:
     """Kill these child processes and reap them (a killed child not waited for stays a zombie)."""
-    import signal
-    import time
     for pid in pids:
         try:
             os.kill(pid, signal.SIGKILL)

@@ -89,9 +89,7 @@ def bench_steps(fn07, quick: bool) -> dict:
     rounds = 1 if quick else 5
     paid = None
     if DEVICE.on_gpu:  # as the graded steps are timed (the host's time hidden), and with launches paid
-        from ...timing import time_steps
-        timed, paid = time_steps(calls, rounds)
-        times = {n: timed[n] for n in calls}
+        times, paid = L.time_step_calls(calls, rounds)
     else:
         times = _host_clock(calls, rounds)
     res = {"shape": s._asdict(), "ms": times, "compile_and_first_calls_s": compile_s,

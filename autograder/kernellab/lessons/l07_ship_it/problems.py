@@ -689,16 +689,22 @@ def cuda_graph_of(step):
         return None
 
 
+def time_step_calls(calls: dict, rounds: int) -> tuple[dict, dict]:
+    """name -> median ms of each step call as the graded steps time it (the host's time hidden), and name -> ms
+    by do_bench (launches paid)."""
+    from ...timing import time_steps
+    timed, paid = time_steps(calls, rounds)
+    return {n: timed[n] for n in calls}, paid
+
+
 def compare_steps(block_forward, rounds: int = 3):
     """The capstone's comparison: eager + SDPA, torch.compile of it, yours eager and compiled, and each replayed
     from a CUDA graph; by the course timer as the step is graded (the host's time hidden) and by do_bench (paid)."""
     if not DEVICE.on_gpu:
         print("No GPU: the comparison needs one. assets/bench/lesson07.md has an H100's numbers.")
         return {}
-    from ...timing import time_steps
     calls = step_calls(step_contenders(block_forward), GPU_SHAPE, graphs=True)
-    timed, paid = time_steps(calls, rounds)
-    res = {n: timed[n] for n in calls}
+    res, paid = time_step_calls(calls, rounds)
     base = res["eager + SDPA"]
     print(f"{'':>45}  GPU work (graded)           with launches (do_bench)")
     for n, ms in res.items():
