@@ -89,6 +89,12 @@ def test_the_compiled_block_passes_and_refuses_what_it_should(solution, wrong):
     no_fake = load_solution(LESSON, ("block_forward",), wrong["no_fake_impl"])["block_forward"]
     msg = _compiled_refusal(no_fake)
     assert "fullgraph=True) failed" in msg and "register_fake" in msg
+    # a fake that says (B, H, N, D) contiguous for the token-major O the op returns: named in the eager run,
+    # before any compiled code could read O through the fake's strides
+    fake_strides = load_solution(LESSON, ("block_forward",), wrong["fake_strides"])["block_forward"]
+    msg = _compiled_refusal(fake_strides)
+    assert "kl07::flash_attention`'s fake implementation does not describe output 0" in msg
+    assert "the fake says shape" in msg and "transpose(1, 2)" in msg
 
 
 def test_a_graph_break_is_a_refusal_with_the_custom_op_hint():

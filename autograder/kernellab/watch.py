@@ -47,6 +47,7 @@ class WatchState:
         self.deny: frozenset | None = None
         self.deny_why = ""
         self.ops_why = ""  # the rule in force when the first refused op ran, said with the refusal
+        self.fake_mismatch: str | None = None  # the first custom op whose fake disagreed with its real outputs
 
     def counts(self, pkt) -> bool:
         return pkt not in _ALLOWED and (self.deny is None or pkt in self.deny)
@@ -92,7 +93,10 @@ class _Watcher(TorchDispatchMode):
             # A torch.library.custom_op defined in Python: its body is the learner's code, and the mode would not
             # see inside it (a dispatch mode is off while it handles an op). Run the body itself, watched.
             with self:
-                return body(*args, **kwargs)
+                out = body(*args, **kwargs)
+            if self.state.fake_mismatch is None:
+                self.state.fake_mismatch = fake_differs(func, args, kwargs, out)
+            return out
         if pkt in _ALLOC_EMPTY or pkt in _ALLOC_ZERO:
             out = func(*args, **kwargs)  # a real tensor of the right metadata; we replace its storage
             if not isinstance(out, torch.Tensor) or out.numel() == 0:
@@ -134,6 +138,40 @@ def custom_op_body(func, args=()):
         return None
     device = next((a.device.type for a in args if isinstance(a, torch.Tensor)), "cpu")
     return getattr(opdef, "_backend_fns", {}).get(device) or opdef._init_fn
+
+
+def _layout(t) -> tuple:
+    """What code compiled around an op relies on: shape, dtype, and the strides of dimensions longer than 1."""
+    return tuple(t.shape), t.dtype, tuple(st for st, n in zip(t.stride(), t.shape) if n > 1)
+
+
+def fake_differs(func, args, kwargs, out) -> str | None:
+    """Why the fake implementation of the custom op ``func`` does not describe ``out``, what its body returned for
+    ``args`` (shapes, dtypes, strides), or None. torch.compile plans the code after an op from its fake: a fake
+    whose strides differ from the real output's makes that code read the output wrongly, or fail on a GPU only."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.utils._pytree import tree_flatten, tree_map
+
+    real = [t for t in tree_flatten(out)[0] if isinstance(t, torch.Tensor)]
+    try:
+        with _disable_current_modes(), FakeTensorMode(allow_non_fake_inputs=False) as mode:
+            fargs, fkwargs = tree_map(lambda a: mode.from_tensor(a) if isinstance(a, torch.Tensor) else a,
+                                      (args, kwargs))
+            fake = [t for t in tree_flatten(func(*fargs, **fkwargs))[0] if isinstance(t, torch.Tensor)]
+    except Exception:  # noqa: BLE001 - no fake, or one that fails: torch.compile says so itself
+        return None
+    name = func._schema.name if hasattr(func, "_schema") else str(func)
+    if len(fake) != len(real):
+        return f"`{name}` returned {len(real)} tensors where its fake implementation returns {len(fake)}."
+    for i, (r, f) in enumerate(zip(real, fake)):
+        if _layout(r) != _layout(f):
+            which = f"output {i}" if len(real) > 1 else "its output"
+            return (f"`{name}`'s fake implementation does not describe {which}: the op returned shape "
+                    f"{tuple(r.shape)}, {r.dtype}, strides {tuple(r.stride())}; the fake says shape {tuple(f.shape)}, "
+                    f"{f.dtype}, strides {tuple(f.stride())}. torch.compile plans the code after the op from the fake, "
+                    "so that code would read the output wrongly: make register_fake return tensors laid out as the "
+                    "op's are (for a transposed output, e.g. q.new_empty((B, N, H, D)).transpose(1, 2)).")
+    return None
 
 
 def _quiet_wrapper(state: WatchState, original, count: bool):
@@ -226,4 +264,5 @@ def watched():
             setattr(cls, attr, original)
 
 
-__all__ = ["WatchState", "current", "custom_op_body", "launch_targets", "policy", "warm_up", "watched"]
+__all__ = ["WatchState", "current", "custom_op_body", "fake_differs", "launch_targets", "policy", "warm_up",
+           "watched"]

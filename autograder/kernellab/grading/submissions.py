@@ -132,6 +132,10 @@ def known_wrong(lesson: str, source_nb) -> dict:
             "sdpa_in_op": edit("custom_ops_code", "    return flash_attention(q, k, v, causal)\n",
                                "    o, lse = flash_attention(q, k, v, causal)\n"
                                "    return F.scaled_dot_product_attention(q, k, v, is_causal=causal), lse\n"),
+            # the worked example's fake with lesson 04's layout: the op returns a token-major O, the fake says
+            # (B, H, N, D) contiguous, and the compiled code after the op would read O wrongly
+            "fake_strides": edit("custom_ops_code", "    o = q.new_empty((B, N, H, D)).transpose(1, 2)",
+                                 "    o = q.new_empty((B, H, N, D))"),
             # torch.compile of the eager block with SDPA inside the graded function
             "compile_in_block": {"block_code": "FAST = torch.compile(lambda x, p, h: L.block_eager(\n"
                                                "    x, p, h, attend=L.attention_sdpa))\n\n\n"

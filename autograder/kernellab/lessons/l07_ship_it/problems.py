@@ -284,6 +284,8 @@ COMPILE_HINTS = (
     ("data pointer", "A kernel was launched on a fake tensor: call it inside a torch.library.custom_op whose "
                      "register_fake describes the outputs, so the compiler never runs it while tracing."),
     ("autograd kernel", "An op has no registered backward: `op.register_autograd(backward, setup_context=...)`."),
+    ("stride", "If an op's output is not contiguous, its fake implementation must return the same strides "
+               "(Inductor checks the real outputs against the fake's)."),
 )
 GRAPH_BREAK_HINT = ("Dynamo could not trace it, which with fullgraph=True is an error (a graph break). A Triton "
                     "launch inside an autograd.Function breaks the graph: register the kernels with "
@@ -370,6 +372,8 @@ def compiled_block_through_autograd(fn, *inputs):
     st = current()
     if st is not None and st.torch_ops:  # said now: compiling a block that breaks the rules would only confuse
         raise Refused(st.misuse("the eager run"))
+    if st is not None and st.fake_mismatch:
+        raise Refused(st.fake_mismatch)
     with _unwatched():
         return compiled_block_grads(fn, x, params, dout, n_heads)
 
