@@ -342,6 +342,26 @@ def test_the_gpu_report_says_when_the_notebook_was_not_executed(tmp_path):
     assert "executed top to bottom: **121 s** (0 cells with errors)" in md and "| solution | 50 | 3 |" in md
 
 
+def test_a_gpu_report_cut_short_keeps_the_students_graded_before(tmp_path, monkeypatch):
+    # the device's calls are capped in time: a report killed mid-lesson must still hold what it graded
+    import json
+    from kernellab import gpu_report
+
+    def two_then_killed(lesson, students, report, saved):
+        report["solution"] = {"autograde_wall_s": 9.0, "scores": {"a_correct": 3.0}, "why": {"a_correct": "ok"}}
+        saved()
+        report["wrong"] = {"autograde_wall_s": 7.0, "scores": {"a_correct": 0.0}, "why": {"a_correct": "bad"}}
+        saved()
+        raise KeyboardInterrupt  # as a timeout's signal would end it
+    monkeypatch.setattr(gpu_report, "grade_round_trip", two_then_killed)
+    with pytest.raises(KeyboardInterrupt):
+        gpu_report.main(str(tmp_path), bench=False, execute=False, lessons=["01_roofline_vector_add"])
+    kept = json.loads((tmp_path / "gpu_report.json").read_text())["grading"]["01_roofline_vector_add"]
+    assert set(kept) == {"solution", "wrong"}
+    md = (tmp_path / "gpu_report.md").read_text()
+    assert "| solution | 9 | 3 |" in md and "**wrong** lost: a_correct: bad" in md
+
+
 def test_a_local_ray_node_that_starts_too_slowly_is_started_once_more(monkeypatch):
     # Ray gives a local node's raylet 30 s to register and raises otherwise; on a loaded machine that happened
     # once in CI. connect() tries a second time after that error, and only after that error.

@@ -22,7 +22,9 @@ from .paths import repo_root
 from .report import _header
 
 
-def grade_round_trip(lesson: str, students=None) -> dict:
+def grade_round_trip(lesson: str, students=None, report: dict | None = None, saved=lambda: None) -> dict:
+    """Grade the lesson's submissions through nbgrader into ``report`` (student -> scores, reasons, wall time);
+    ``saved()`` after each one, so that a run cut short by a time limit keeps the students it graded."""
     from .grading import submissions as S
     from .grading.dryrun import Course
     course = Course()
@@ -33,7 +35,7 @@ def grade_round_trip(lesson: str, students=None) -> dict:
         subs[name] = S.filled(rel, src, over)
     if students:
         subs = {k: v for k, v in subs.items() if k in students}
-    report = {}
+    report = {} if report is None else report
     for student, nb in subs.items():
         course.submit(lesson, student, nb)
         wall = course.autograde(lesson, student)
@@ -48,6 +50,7 @@ def grade_round_trip(lesson: str, students=None) -> dict:
             details[gid] = {k: v for k, v in rec.get("details", {}).items() if k not in ("cand_ms", "base_ms")}
         report[student] = {"autograde_wall_s": wall, "scores": scores, "why": why, "details": details}
         print(f"{lesson} {student}: {sum(v or 0 for v in scores.values()):g} points in {wall:.0f} s", flush=True)
+        saved()
     try:
         course.feedback(lesson)
         report["_feedback"] = "ok"
@@ -70,10 +73,15 @@ def main(out_dir: str, students=None, bench: bool = True, execute: bool = True, 
                                                                             "outputs": []}
         print(f"executed {lesson}: {res['notebooks'][lesson]['wall_s']:.0f} s, "
               f"errors: {res['notebooks'][lesson]['errors']}", flush=True)
-        res["grading"][lesson] = grade_round_trip(lesson, students)
+        res["grading"][lesson] = {}
+        grade_round_trip(lesson, students, res["grading"][lesson], saved=lambda: _save(res, out, quiet=True))
+    _save(res, out)
+
+
+def _save(res: dict, out: pathlib.Path, quiet: bool = False) -> None:
     res["header"] = _header()
     (out / "gpu_report.json").write_text(json.dumps(res, indent=1, default=str))
-    write_report(res, out)
+    write_report(res, out, quiet)
 
 
 def merge(parts: list, out_dir: str) -> None:
@@ -93,7 +101,7 @@ def merge(parts: list, out_dir: str) -> None:
     write_report(res, out)
 
 
-def write_report(res: dict, out: pathlib.Path) -> None:
+def write_report(res: dict, out: pathlib.Path, quiet: bool = False) -> None:
     lines = ["# KernelLab on a GPU: notebooks executed and graded", ""] + res["header"] + [""]
     for part in res.get("parts", []):
         lines.append(f"- merged with a second run: {part[2].lstrip('- ')}")
@@ -132,7 +140,8 @@ def write_report(res: dict, out: pathlib.Path) -> None:
             lines.append(f"- **{student}** lost: " + ("; ".join(lost) if lost else "nothing"))
         lines.append("")
     (out / "gpu_report.md").write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
+    if not quiet:
+        print("\n".join(lines))
 
 
 if __name__ == "__main__":
