@@ -97,6 +97,21 @@ def test_the_compiled_block_passes_and_refuses_what_it_should(solution, wrong):
     assert "the fake says shape" in msg and "transpose(1, 2)" in msg
 
 
+def test_the_timed_step_refuses_pytorch_attention_hidden_in_an_op_before_compiling_it(wrong):
+    # the timed runs execute the compiled graph, where an op's body is unwatched: the step's first call runs the
+    # block eagerly under the rules first (on an H100 sdpa_in_op scored 1.2 of 2 on each step problem without it)
+    from kernellab.lessons.l06_profile_first.problems import Shape, block_inputs
+    inputs = block_inputs(seeded_generator(5), Shape(1, 40, 64, 2, 128), torch.float16, "cpu")
+    cheat = load_solution(LESSON, ("block_forward",), wrong["sdpa_in_op"])["block_forward"]
+    with pytest.raises(Refused, match="scaled_dot_product"):
+        L.step_through_compile(cheat, *inputs)
+    with pytest.raises(Refused, match="scaled_dot_product"):  # every later call too: nothing compiled is timed
+        L.step_through_compile(cheat, *inputs)
+    honest = load_solution(LESSON, ("block_forward",), tag="honest")["block_forward"]  # the ops registered anew
+    out = L.step_through_compile(honest, *inputs)
+    assert torch.isfinite(out[0]).all() and len(out) == 14
+
+
 def test_a_graph_break_is_a_refusal_with_the_custom_op_hint():
     def breaks(x):
         print("host code in the middle")  # noqa: T201 - a graph break on purpose
