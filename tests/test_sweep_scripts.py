@@ -1,7 +1,8 @@
 """The GPU sweep scripts' CPU checks: each runs the kernels it would time in Triton's interpreter against a float64
 reference, so a change to a lesson's solution that breaks a script is found here, not on the GPU machine.
 scripts/matmul_sweep.py launches lesson 08's matmul_tma_kernel with other configurations; scripts/
-ln_backward_variants.py loads lesson 07's reduce kernel and checks its backward variants."""
+ln_backward_variants.py loads lesson 07's reduce kernel and checks its backward variants; scripts/bwd_atomic_ab.py
+runs lesson 05's backward with dQ added by atomics through lesson 05's correctness check."""
 import os
 import subprocess
 import sys
@@ -11,7 +12,7 @@ import pytest
 from kernellab.paths import repo_root
 
 
-@pytest.mark.parametrize("script", ["matmul_sweep.py", "ln_backward_variants.py"])
+@pytest.mark.parametrize("script", ["matmul_sweep.py", "ln_backward_variants.py", "bwd_atomic_ab.py"])
 def test_a_sweep_scripts_cpu_check_passes(script):
     env = dict(os.environ, PYTHONPATH=str(repo_root() / "autograder"), TRITON_INTERPRET="1", KERNELLAB_FORCE_CPU="1")
     out = subprocess.run([sys.executable, str(repo_root() / "scripts" / script), "--cpu-check"], capture_output=True,
