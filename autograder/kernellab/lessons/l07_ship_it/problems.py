@@ -499,9 +499,11 @@ STEP_SPEED_SDPA = SpeedProblem(
     bands=((1.1, 1.0), (1.0, 0.6), (0.9, 0.3)), out_dtype=lambda inputs: torch.float16, precheck=COMPILED_BLOCK,
     call=step_through_compile, host_ms=STEP_HOST_MS)
 
-# Full points from 0.97x: a step within 3 % of torch.compile's ties it. The course's own solution reads 0.994-1.001x on
+# Full points from 0.97x: a step within 3 % of torch.compile's ties it. The course's own solution read 0.994-1.001x on
 # an H100, and regrades of one notebook spread 0.7-1.3 % (assets/gpu/regrade_07_ship_it_steps_split.md): with the
-# edge at 1.0 the same notebook scored 2 in two of six gradings and 1.2 in four.
+# edge at 1.0 the same notebook scored 2 in two of six gradings and 1.2 in four. With O token-major and delta in dQ
+# it reads 0.993-1.000x in regrades and 1.00-1.01x in gradings (regrade_07_ship_it_steps_tokenmajor.md,
+# lesson07_h100_1754utc.md): still a tie.
 STEP_SPEED_COMPILE = SpeedProblem(
     "step_speed_compile", 2, ("block_forward",), "the compiled training step: yours vs torch.compile of eager + SDPA",
     signature=COMPILED_BLOCK.signature, make_inputs=_speed_inputs, baseline=None, baseline_setup=compiled_sdpa_step_of,
