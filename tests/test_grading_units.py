@@ -396,3 +396,32 @@ def test_a_local_ray_node_that_starts_too_slowly_is_started_once_more(monkeypatc
     with pytest.raises(ValueError, match="bad address"):
         cluster.connect("local", 2)
     assert len(calls) == 1  # any other error is not retried
+
+
+def test_notebook_sources_are_parsed_one_thread_at_a_time(monkeypatch):
+    # CPython 3.11.5-3.11.7 (CI's) can raise "AST constructor recursion depth mismatch" when threads build ASTs at
+    # once, and a regrade's thread pool parses notebooks in parallel (a clean-clone run failed so, 2026-11-26). The
+    # race is rare, so this test watches how many parses overlap rather than waiting for it.
+    import ast
+    import threading
+    import time
+    from concurrent.futures import ThreadPoolExecutor
+
+    from kernellab.compat import parse_python
+    inside, most, lock = [0], [0], threading.Lock()
+    real = ast.parse
+
+    def slow_parse(src, *a, **k):
+        with lock:
+            inside[0] += 1
+            most[0] = max(most[0], inside[0])
+        time.sleep(0.01)  # long enough for another thread to enter if nothing stops it
+        try:
+            return real(src, *a, **k)
+        finally:
+            with lock:
+                inside[0] -= 1
+    monkeypatch.setattr(ast, "parse", slow_parse)
+    with ThreadPoolExecutor(4) as pool:
+        trees = list(pool.map(parse_python, ["x = 1"] * 12))
+    assert most[0] == 1 and all(isinstance(t, ast.Module) for t in trees)

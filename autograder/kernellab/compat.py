@@ -79,3 +79,15 @@ def ensure_triton_allocator() -> bool:
         return False
     _allocation.set_allocator(_scratch)
     return True
+
+
+_PARSE_LOCK = __import__("threading").Lock()
+
+
+def parse_python(source: str):
+    """``ast.parse`` one thread at a time. CPython 3.11.7 (CI's) can raise "SystemError: AST constructor recursion
+    depth mismatch" when two threads build AST objects at once; a regrade's thread pool parses notebooks in
+    parallel, and a clean-clone run failed so on 2026-11-26."""
+    import ast
+    with _PARSE_LOCK:
+        return ast.parse(source)

@@ -12,6 +12,8 @@ from __future__ import annotations
 import ast
 import linecache
 
+from .compat import parse_python
+
 # Builtins the Triton compiler itself accepts in a kernel body.
 BUILTINS = {"range", "min", "max", "len", "int", "float", "bool", "abs", "print", "isinstance", "enumerate",
             "zip", "tuple", "list", "True", "False", "None"}
@@ -23,7 +25,7 @@ _FORBIDDEN = (ast.Lambda, ast.Import, ast.ImportFrom, ast.Global, ast.Nonlocal, 
 
 def _function(source: str) -> ast.FunctionDef:
     """The one function a recorded source holds, without its decorators (the judge applies triton.jit)."""
-    tree = ast.parse(source)
+    tree = parse_python(source)
     fns = [n for n in tree.body if isinstance(n, ast.FunctionDef)]
     if len(tree.body) != 1 or len(fns) != 1:
         raise ValueError("the recorded source is not one function definition")

@@ -15,6 +15,7 @@ import os
 import pathlib
 import time
 
+from .compat import parse_python
 from .paths import repo_root
 
 
@@ -85,7 +86,7 @@ def sources_for(nb, names: tuple) -> tuple[list[str], str | None]:
     for pool in (sol, others):
         for i, src in pool:
             try:
-                parsed.append((i, src, *_names(ast.parse(src))))
+                parsed.append((i, src, *_names(parse_python(src))))
             except SyntaxError as exc:
                 parsed.append((i, src, set(), set(), exc))
                 continue

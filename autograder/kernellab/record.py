@@ -22,6 +22,8 @@ import textwrap
 
 import torch
 
+from .compat import parse_python
+
 # Buffers a record may name: the call's inputs, then what it allocated, in order.
 INPUT, ALLOC = "input", "alloc"
 
@@ -262,7 +264,7 @@ def _is_kernel(value) -> bool:
 
 def free_names(source: str) -> set:
     """Names a function's body reads that it does not bind itself (parameters, assignments, loops)."""
-    tree = ast.parse(source)
+    tree = parse_python(source)
     fn = next(n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)))
     fn.decorator_list = []  # the decorators ran in the worker; the judge applies triton.jit itself
     bound = {a.arg for a in fn.args.args + fn.args.kwonlyargs + fn.args.posonlyargs}
