@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import inspect
+import threading
 
 
 def patch_interpreter_index() -> bool:
@@ -81,13 +82,13 @@ def ensure_triton_allocator() -> bool:
     return True
 
 
-_PARSE_LOCK = __import__("threading").Lock()
+_PARSE_LOCK = threading.Lock()
 
 
 def parse_python(source: str):
     """``ast.parse`` one thread at a time. CPython 3.11.7 (CI's) can raise "SystemError: AST constructor recursion
     depth mismatch" when two threads build AST objects at once; a regrade's thread pool parses notebooks in
     parallel, and a clean-clone run failed so on 2026-11-26."""
-    import ast
+    import ast  # here: compat is imported by everything, ast by few
     with _PARSE_LOCK:
         return ast.parse(source)

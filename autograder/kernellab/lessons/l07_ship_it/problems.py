@@ -412,20 +412,25 @@ COMPILED_BLOCK = CorrectnessProblem(
 
 # ------------------------------------------------------------------ the capstone: the training step, compiled
 _COMPILED: dict = {}
+_EAGER_VERDICT: dict = {}
+
+
+def _once_per_function(cache: dict, fn, make):
+    """``make()`` for ``fn`` the first time, its kept result after (keyed by the object: a learner who runs the
+    cell again gets a new function, and an id reused by a new object is not mistaken for the old one)."""
+    if id(fn) not in cache or cache[id(fn)][0] is not fn:
+        cache[id(fn)] = (fn, make())
+    return cache[id(fn)][1]
 
 
 def compiled_step(fn):
     """``fn`` (a block forward) under torch.compile(fullgraph=True): Inductor on a GPU, every graph inspected
     before it may run; the capture backend on the CPU. Compiled once per function object."""
-    key = id(fn)
-    if key not in _COMPILED or _COMPILED[key][0] is not fn:
+    def compile_it():
         backend = _inspecting_inductor() if DEVICE.on_gpu else _capture_backend({})
         with _quiet_compile():
-            _COMPILED[key] = (fn, torch.compile(fn, fullgraph=True, dynamic=False, backend=backend))
-    return _COMPILED[key][1]
-
-
-_EAGER_VERDICT: dict = {}
+            return torch.compile(fn, fullgraph=True, dynamic=False, backend=backend)
+    return _once_per_function(_COMPILED, fn, compile_it)
 
 
 def eager_rules_hold(fn, x, params, dout, n_heads) -> None:
@@ -434,17 +439,17 @@ def eager_rules_hold(fn, x, params, dout, n_heads) -> None:
     sight: without this, a step whose op hides PyTorch's attention behind a token launch was timed and scored
     (H100, 2026-11-26: 1.2 of 2 points on each step problem, the known-wrong submission sdpa_in_op)."""
     from ...watch import watched
-    key = id(fn)
-    if key not in _EAGER_VERDICT or _EAGER_VERDICT[key][0] is not fn:
+
+    def verdict():
         try:
             with watched():
                 eager_run_under_rules(fn, x, params, dout, n_heads)
-            why = None
         except Refused as exc:
-            why = str(exc)
-        _EAGER_VERDICT[key] = (fn, why)
-    if _EAGER_VERDICT[key][1]:
-        raise Refused(_EAGER_VERDICT[key][1])
+            return str(exc)
+        return None
+    why = _once_per_function(_EAGER_VERDICT, fn, verdict)
+    if why:
+        raise Refused(why)
 
 
 def step_through_compile(fn, *inputs):
