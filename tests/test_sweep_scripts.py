@@ -2,7 +2,8 @@
 reference, so a change to a lesson's solution that breaks a script is found here, not on the GPU machine.
 scripts/matmul_sweep.py launches lesson 08's matmul_tma_kernel with other configurations; scripts/
 ln_backward_variants.py loads lesson 07's reduce kernel and checks its backward variants; scripts/bwd_atomic_ab.py
-runs lesson 05's backward with dQ added by atomics through lesson 05's correctness check."""
+runs lesson 05's backward with dQ added by atomics through lesson 05's correctness check; scripts/tma_attention_ab.py
+runs lesson 08's attention variants (one tile, the early Q K^T, the halves with pointer loads) on three small shapes."""
 import os
 import subprocess
 import sys
@@ -12,7 +13,8 @@ import pytest
 from kernellab.paths import repo_root
 
 
-@pytest.mark.parametrize("script", ["matmul_sweep.py", "ln_backward_variants.py", "bwd_atomic_ab.py"])
+@pytest.mark.parametrize("script", ["matmul_sweep.py", "ln_backward_variants.py", "bwd_atomic_ab.py",
+                                    "tma_attention_ab.py"])
 def test_a_sweep_scripts_cpu_check_passes(script):
     env = dict(os.environ, PYTHONPATH=str(repo_root() / "autograder"), TRITON_INTERPRET="1", KERNELLAB_FORCE_CPU="1")
     out = subprocess.run([sys.executable, str(repo_root() / "scripts" / script), "--cpu-check"], capture_output=True,
