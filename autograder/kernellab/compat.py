@@ -62,6 +62,63 @@ def patch_interpreter_autotune() -> bool:
     return True
 
 
+class _NoChanges:
+    def restore(self) -> None:
+        pass
+
+
+def patch_interpreter_device_calls() -> bool:
+    """Triton's interpreter patches triton.language again (``inspect.getmembers`` over its modules) on every call
+    of one ``@triton.jit`` function from another, once per program of the grid, and drops what that patch would
+    undo: inside a launch, whose own patch already covers the modules the called function sees, it changes
+    nothing. It was a fifth of the CPU time of grading lesson 04 (helpers called from the kernel in every
+    program). Skip it there; a call outside a launch, or the first one in a launch that sees a module not yet
+    patched in it (``tl.sum`` and ``tl.max`` are jit functions that see ``triton.language.core``), is patched as
+    Triton does. Returns True when the patch was applied."""
+    try:
+        from triton.runtime import interpreter as interp
+    except ImportError:
+        return False
+    original = getattr(interp, "_patch_lang", None)
+    executor = getattr(interp, "GridExecutor", None)
+    if original is None or executor is None or getattr(original, "_kernellab", False):
+        return False
+    try:
+        returns_scope = "return scope" in inspect.getsource(original)
+    except (OSError, TypeError):
+        return False
+    if not returns_scope:  # older interpreters patch and unpatch differently: leave them alone
+        return False
+    lang_modules = (interp.tl, interp.tl.core)
+    launches = []  # per running launch: [the modules its patch covers, whether it has patched yet]
+
+    def langs_of(fn) -> set:
+        return {id(v) for v in fn.__globals__.values() if inspect.ismodule(v) and v in lang_modules}
+
+    def patch_lang(fn):
+        langs = langs_of(fn)
+        if launches and launches[-1][1] and langs <= launches[-1][0]:
+            return _NoChanges()
+        scope = original(fn)
+        if launches:  # what a device call patches stays patched until the launch restores its own changes
+            launches[-1][0] |= langs
+            launches[-1][1] = True
+        return scope
+
+    run_grid = executor.__call__
+
+    def call(self, *args, **kwargs):
+        launches.append([langs_of(self.fn), False])
+        try:
+            return run_grid(self, *args, **kwargs)
+        finally:
+            launches.pop()
+    patch_lang._kernellab = True
+    interp._patch_lang = patch_lang
+    executor.__call__ = call
+    return True
+
+
 def _scratch(size: int, alignment: int, stream):
     import torch
     return torch.empty(size, dtype=torch.int8, device="cuda")
