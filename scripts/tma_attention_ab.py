@@ -35,6 +35,10 @@ SETS = {
                + [("plain_halves", *c, False) for c in [(256, 64, 8, 3), (256, 64, 8, 4), (128, 64, 8, 3)]]),
     "adopted": ([("one_tile", 128, 64, 8, 3, True), ("one_tile", 128, 128, 8, 3, True)]
                 + [("halves", 256, 64, 8, 3, True), ("halves", 128, 64, 4, 3, False)]),
+    # halves small enough in shared memory for two programs per SM (at most ~113 KB each at D = 128), so one
+    # program's prologue and epilogue overlap the other's loop: for short sequences
+    "occupancy": [("halves", *c, False) for c in [(128, 64, 4, 2), (128, 32, 4, 3), (128, 32, 4, 4), (64, 64, 4, 2),
+                                                   (64, 32, 4, 3)]] + [("halves", 256, 32, 8, 3, True)],
 }
 
 
