@@ -53,3 +53,20 @@ def test_a_launch_leaves_triton_language_as_it_was():
     before = tl.dot
     _run(4)
     assert tl.dot is before and tl.core.is_builtin(tl.dot)
+
+
+
+def test_overflow_checks_are_skipped_only_where_their_assertion_would_be_dropped():
+    import dataclasses
+    from types import SimpleNamespace
+
+    from kernellab.compat import patch_interpreter_overflow_checks
+    assert interp.interpreter_builder.options.sanitize_overflow is False  # applied on the CPU
+    out, want = _run(3)  # integer offsets (pid * BLOCK + arange) still right
+    assert torch.equal(out, want)
+    stock = interp.InterpreterOptions()
+    assert stock.sanitize_overflow and not stock.debug  # Triton's defaults: checks computed, assertion dropped
+    quiet = SimpleNamespace(options=stock)
+    assert patch_interpreter_overflow_checks(quiet) and quiet.options.sanitize_overflow is False
+    debugging = SimpleNamespace(options=dataclasses.replace(stock, debug=True))
+    assert not patch_interpreter_overflow_checks(debugging) and debugging.options.sanitize_overflow

@@ -9,12 +9,13 @@ from .ceilings import measure_ceilings  # noqa: E402
 from .roofline import plot_roofline, record_point  # noqa: E402
 from . import lessons, tuning  # noqa: E402
 from .compat import (ensure_triton_allocator, patch_interpreter_autotune, patch_interpreter_device_calls,  # noqa: E402
-                     patch_interpreter_index)
+                     patch_interpreter_index, patch_interpreter_overflow_checks)
 
 if not DEVICE.on_gpu:
     patch_interpreter_index()
     patch_interpreter_autotune()
     patch_interpreter_device_calls()
+    patch_interpreter_overflow_checks()
 else:
     ensure_triton_allocator()  # device-side TMA descriptors (lesson 08) need scratch memory at launch
 from .tuning import autotune  # noqa: E402

@@ -119,6 +119,27 @@ def patch_interpreter_device_calls() -> bool:
     return True
 
 
+def patch_interpreter_overflow_checks(builder=None) -> bool:
+    """The interpreter checks every 32-bit integer add, subtract and multiply for overflow (two casts, the
+    operation again in 64 bits, two comparisons) and hands the result to ``device_assert``, which drops it
+    unless the interpreter's ``debug`` option is on, and it is off by default: the work changes nothing. Skip
+    it while ``debug`` is off: grading lessons 04 and 05 on 2 CPU cores took 10-16 % less. Returns True when
+    the interpreter's options were changed."""
+    import dataclasses
+
+    if builder is None:
+        try:
+            from triton.runtime import interpreter as interp
+        except ImportError:
+            return False
+        builder = getattr(interp, "interpreter_builder", None)
+    options = getattr(builder, "options", None)
+    if options is None or getattr(options, "debug", True) or not getattr(options, "sanitize_overflow", False):
+        return False
+    builder.options = dataclasses.replace(options, sanitize_overflow=False)
+    return True
+
+
 def _scratch(size: int, alignment: int, stream):
     import torch
     return torch.empty(size, dtype=torch.int8, device="cuda")
