@@ -55,6 +55,7 @@ import torch  # noqa: E402
 import kernellab as kl  # noqa: E402,F401  (decides GPU or interpreter before triton is imported)
 import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
+from kernellab.compare import rel_error_on_device  # noqa: E402
 
 LOG2E = 1.4426950408889634
 B_GRID, H_GRID = 4, 32
@@ -444,15 +445,6 @@ def solution_wrapper_with(ks, dkdv_kernel, dq_kernel):
 
 
 # ====================================================================== correctness
-def _rel(a, b) -> float:
-    """compare.rel_error's measure, kept on the device in float32: the sweep compares hundreds of outputs of up to
-    268M elements, which rel_error would copy to the host in float64 one by one."""
-    a, b = a.detach().float(), b.detach().float()
-    den = torch.linalg.vector_norm(b).item()
-    num = torch.linalg.vector_norm(a - b).item()
-    return num / den if den > 0 else num
-
-
 def _check_inputs(shape, device, seed):
     from kernellab.lessons.attention import attention_grads_reference, attention_reference, qkv
     B, H, N, D, causal = shape[:5]
@@ -488,15 +480,15 @@ def check_kernels(ks, which: dict, shapes: list, device: str, log=print) -> dict
                         o = torch.empty_like(q)
                         lse = torch.empty((B, H, N), dtype=torch.float32, device=device)
                         launch_fwd(ks["kernels"][(kind, variant)], q, k, v, o, lse, causal, cfg)
-                        errs = {"o": _rel(o, o_ref), "lse": _rel(lse, lse_ref)}
+                        errs = {"o": rel_error_on_device(o, o_ref), "lse": rel_error_on_device(lse, lse_ref)}
                     elif kind == "dkdv":
                         dk, dv = torch.empty_like(q), torch.empty_like(q)
                         launch_dkdv(ks["kernels"][(kind, variant)], q, k, v, do, lse32, delta, dk, dv, causal, cfg)
-                        errs = {"dk": _rel(dk, dk_ref), "dv": _rel(dv, dv_ref)}
+                        errs = {"dk": rel_error_on_device(dk, dk_ref), "dv": rel_error_on_device(dv, dv_ref)}
                     else:
                         dq = torch.empty_like(q)
                         launch_dq(ks["kernels"][(kind, variant)], q, k, v, do, lse32, delta, dq, causal, cfg)
-                        errs = {"dq": _rel(dq, dq_ref)}
+                        errs = {"dq": rel_error_on_device(dq, dq_ref)}
                 except Exception as exc:  # noqa: BLE001
                     r["ok"] = False
                     r["failures"].append({"shape": shape, "cfg": cfg, "error": f"{type(exc).__name__}: {exc}"[:300]})
@@ -521,7 +513,7 @@ def check_solution_wrapper(ks, device, shapes, log=print) -> bool:
     for si, shape in enumerate(shapes):
         q, k, v, do, o_ref, lse_ref, refs = _check_inputs(shape, device, 2000 + si)
         got = fn(q, k, v, o_ref.half(), lse_ref.float(), do, shape[4])
-        errs = [_rel(g, r) for g, r in zip(got, refs)]
+        errs = [rel_error_on_device(g, r) for g, r in zip(got, refs)]
         good = all(e <= 1e-2 for e in errs)
         ok &= good
         log(f"  solution wrapper + split kernels {shape}: rel errors dq/dk/dv "
@@ -688,16 +680,16 @@ def sweep_shape(ks, D, N, causal, cands, variants, quick, log, deadline, device=
 
     o2, lse2 = torch.empty_like(q), torch.empty_like(lse)
     run_candidates("fwd", lambda kern, cfg: (lambda: launch_fwd(kern, q, k, v, o2, lse2, causal, cfg)),
-                   lambda: max(_rel(o2, o), _rel(lse2, lse)))
+                   lambda: max(rel_error_on_device(o2, o), rel_error_on_device(lse2, lse)))
     del o2, lse2
     dk2, dv2 = torch.empty_like(q), torch.empty_like(q)
     run_candidates("dkdv", lambda kern, cfg: (lambda: launch_dkdv(kern, q, k, v, do, lse, delta, dk2, dv2, causal,
                                                                   cfg)),
-                   lambda: max(_rel(dk2, ref_dk), _rel(dv2, ref_dv)))
+                   lambda: max(rel_error_on_device(dk2, ref_dk), rel_error_on_device(dv2, ref_dv)))
     del dk2, dv2
     dq2 = torch.empty_like(q)
     run_candidates("dq", lambda kern, cfg: (lambda: launch_dq(kern, q, k, v, do, lse, delta, dq2, causal, cfg)),
-                   lambda: _rel(dq2, ref_dq))
+                   lambda: rel_error_on_device(dq2, ref_dq))
     del dq2
 
     # ---- bests, ratios
@@ -736,7 +728,7 @@ def sweep_shape(ks, D, N, causal, cands, variants, quick, log, deadline, device=
         a, b = row["best_dkdv"], row["best_dq"]
         best_bwd = bwd_fixed(ks, a["variant"], a["cfg"], b["variant"], b["cfg"])
         got = best_bwd(*inputs)
-        row["confirm_bwd_rel_vs_solution"] = max(_rel(x, y) for x, y in zip(got, (ref_dq, ref_dk, ref_dv)))
+        row["confirm_bwd_rel_vs_solution"] = max(rel_error_on_device(x, y) for x, y in zip(got, (ref_dq, ref_dk, ref_dv)))
         del got
         ms = interleaved({"best": lambda: best_bwd(*inputs), "solution": lambda: sol_bwd(*inputs),
                           "cuDNN": cudnn_bwd}, rounds)

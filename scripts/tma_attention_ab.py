@@ -13,7 +13,6 @@ import io
 import json
 import os
 import pathlib
-import statistics
 import sys
 import time
 
@@ -90,7 +89,10 @@ def gpu_ab(out, quick, which, rounds):
     from kernellab.lessons.attention import attention_flops, qkv
     from kernellab.lessons.l08_hopper.bench import ATTN_B, ATTN_H, ATTN_SHAPES
     from kernellab.lessons.l08_hopper.problems import attention_cudnn
-    from kernellab.timing import do_bench_ms
+    from triton.testing import do_bench
+
+    from kernellab.compare import rel_error_on_device
+    from kernellab.timing import interleaved
     ns, l04 = load()
     shapes = ATTN_SHAPES[::4] if quick else ATTN_SHAPES
     rows, t0 = [], time.time()
@@ -105,8 +107,7 @@ def gpu_ab(out, quick, which, rounds):
             fn = ns["attention_variant"](*c)
             try:
                 o, lse = fn(q, k, v, causal)
-                errs[name_of(c)] = max(((o.float() - ref_o.float()).norm() / ref_o.float().norm()).item(),
-                                       ((lse - ref_lse).abs().max()).item())
+                errs[name_of(c)] = max(rel_error_on_device(o, ref_o), (lse - ref_lse).abs().max().item())
             except Exception as exc:  # out of shared memory or registers: recorded, not timed
                 fails[name_of(c)] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:160]}"
                 continue
@@ -114,18 +115,17 @@ def gpu_ab(out, quick, which, rounds):
                 fails[name_of(c)] = f"output differs from the solution's: {errs[name_of(c)]:.2e}"
                 continue
             fns[name_of(c)] = lambda fn=fn: fn(q, k, v, causal)
-        runs = [do_bench_ms(dict(list(fns.items())[::1 if r % 2 == 0 else -1]), warmup=10, rep=60)
-                for r in range(rounds)]  # contenders in alternating order; the median of the rounds
-        ms = {n: statistics.median(run[n] for run in runs) for n in fns}
+        timed = interleaved(fns, rounds, timer=lambda f: do_bench(f, warmup=10, rep=60, return_mode="median"))
+        ms = {n: timed[n] for n in fns}
         fl = attention_flops(ATTN_B, ATTN_H, N, D, causal)
         vs = {n: ms["cuDNN"] / t for n, t in ms.items() if n != "cuDNN"}
         best = max(vs, key=vs.get)
-        rows.append({"D": D, "N": N, "causal": causal, "do_bench_ms": ms, "rounds_ms": runs, "vs_cudnn": vs,
+        rows.append({"D": D, "N": N, "causal": causal, "do_bench_ms": ms,
+                     "rounds_ms": {n: timed[f"{n}_all"] for n in fns}, "vs_cudnn": vs,
                      "tflops": {n: fl / t / 1e9 for n, t in ms.items()}, "errors": errs, "failed": fails})
         print(f"D={D} N={N} causal={causal}: cuDNN {fl / ms['cuDNN'] / 1e9:.0f} TFLOP/s; solution "
-              f"{vs.get(name_of(('one_tile', 128, 128 if D >= 128 else 64, 8, 3, True)), 0):.3f}x (one tile), "
-              f"{vs['solution']:.3f}x (now); best {best} "
-              f"{vs[best]:.3f}x; failed {len(fails)}  [{time.time() - t0:.0f} s]", flush=True)
+              f"{vs['solution']:.3f}x; best {best} {vs[best]:.3f}x; failed {len(fails)}  [{time.time() - t0:.0f} s]",
+              flush=True)
         json.dump({"device": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__,
                    "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
                    "B": ATTN_B, "H": ATTN_H, "set": which, "candidates": [name_of(c) for c in SETS[which]],

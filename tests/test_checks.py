@@ -171,3 +171,22 @@ def test_failed_static_assert_names_its_line_and_message():
     assert "tl.static_assert failed in your kernel at line " + str(line) in msg, msg
     assert "`tl.static_assert(BLOCK % 64 == 0, \"BLOCK must be a multiple of 64\")`" in msg, msg
     assert msg.rstrip(".").endswith("BLOCK must be a multiple of 64"), msg
+
+
+def test_the_device_relative_error_is_rel_errors_measure():
+    import torch
+
+    from kernellab.compare import rel_error, rel_error_on_device
+    g = torch.Generator().manual_seed(3)
+    ref = torch.randn(1000, generator=g)
+    out = ref + 1e-3 * torch.randn(1000, generator=g)
+    assert abs(rel_error_on_device(out, ref) - rel_error(out, ref)) < 1e-6
+    assert abs(rel_error_on_device(out, torch.zeros(1000)) - out.norm().item()) < 1e-4  # a zero reference: the norm
+
+
+def test_interleaved_alternates_the_contenders_with_any_timer():
+    from kernellab.timing import interleaved
+    order = []
+    got = interleaved({"a": "A", "b": "B"}, 3, timer=lambda f: order.append(f) or {"A": 1.0, "B": 2.0}[f])
+    assert order == ["A", "B", "B", "A", "A", "B"]
+    assert got["a"] == 1.0 and got["b"] == 2.0 and got["a_all"] == [1.0, 1.0, 1.0]

@@ -55,7 +55,6 @@ def test_a_launch_leaves_triton_language_as_it_was():
     assert tl.dot is before and tl.core.is_builtin(tl.dot)
 
 
-
 def test_overflow_checks_are_skipped_only_where_their_assertion_would_be_dropped():
     import dataclasses
     from types import SimpleNamespace

@@ -83,13 +83,15 @@ def _cycles_per_ms() -> float:
     return _CALIBRATION["cycles_per_ms"]
 
 
-def interleaved(fns: dict, rounds: int, hide_ms: float | None = None) -> dict:
-    """name -> median ms over ``rounds`` rounds, contenders alternating within each round (``hide_ms``: bench)."""
+def interleaved(fns: dict, rounds: int, hide_ms: float | None = None, timer=None) -> dict:
+    """name -> median ms over ``rounds`` rounds, contenders alternating within each round (``hide_ms``: bench).
+    ``timer(fn) -> ms`` replaces the course timer (a sweep reporting ``triton.testing.do_bench`` passes one)."""
+    timer = timer or (lambda fn: bench(fn, warmup_ms=10, rep_ms=60, hide_ms=hide_ms))
     times = {k: [] for k in fns}
     keys = list(fns)
     for r in range(rounds):
         for k in (keys if r % 2 == 0 else keys[::-1]):
-            times[k].append(bench(fns[k], warmup_ms=10, rep_ms=60, hide_ms=hide_ms))
+            times[k].append(timer(fns[k]))
     return {k: statistics.median(v) for k, v in times.items()} | {f"{k}_all": v for k, v in times.items()}
 
 
