@@ -97,11 +97,15 @@ TOL = {"o": 1e-2, "lse": 1e-4, "dq": 1e-2, "dk": 1e-2, "dv": 1e-2}  # fp16 outpu
 SAME_AS_SOLUTION_TOL = 1e-2  # a candidate's output vs the solution's own, at a grid shape
 
 
-def supported(kind, cfg, causal) -> bool:
-    """The forward (solution and lazy) walks the causal diagonal [start_m * BLOCK_M, + BLOCK_M) in steps of BLOCK_N
-    after the unmasked blocks [0, start_m * BLOCK_M): BLOCK_M must be a multiple of BLOCK_N when causal (every
-    FWD_CONFIGS entry is). The backward kernels take any pair."""
-    return kind != "fwd" or not causal or cfg[0] % cfg[1] == 0
+def supported(kind, cfg, causal, variant="solution") -> bool:
+    """With a causal mask a kernel walks the diagonal in steps of its inner block after the unmasked blocks, so the
+    outer block must be a multiple of the inner one: the forward (solution and lazy) needs BLOCK_M % BLOCK_N == 0,
+    and lesson 05's backward since it masks only the diagonal (2026-11-26) needs BLOCK_N % BLOCK_M == 0 for dK/dV
+    and BLOCK_M % BLOCK_N == 0 for dQ, as every entry of its BWD_CONFIGS and DQ_CONFIGS is. This script's own
+    split backward kernels take any pair."""
+    if not causal or (kind != "fwd" and variant != "solution"):
+        return True
+    return cfg[1] % cfg[0] == 0 if kind == "dkdv" else cfg[0] % cfg[1] == 0
 
 
 # ====================================================================== variant kernels
@@ -473,7 +477,7 @@ def check_kernels(ks, which: dict, shapes: list, device: str, log=print) -> dict
             r = res[(kind, variant)]
             for cfg in cfgs:
                 errs = {}
-                if not supported(kind, cfg, causal):
+                if not supported(kind, cfg, causal, variant):
                     continue
                 try:
                     if kind == "fwd":
@@ -654,8 +658,8 @@ def sweep_shape(ks, D, N, causal, cands, variants, quick, log, deadline, device=
             for cfg in cands[kind]:
                 rec = {"variant": variant, "cfg": cfg}
                 row[kind].append(rec)
-                if not supported(kind, cfg, causal):
-                    rec["status"] = "unsupported: causal forward needs BLOCK_M % BLOCK_N == 0"
+                if not supported(kind, cfg, causal, variant):
+                    rec["status"] = "unsupported: with a causal mask the outer block must be a multiple of the inner"
                     continue
                 if time.monotonic() > deadline:
                     rec["status"] = "skipped: time budget"
@@ -857,12 +861,12 @@ def gpu_sweep(args) -> int:
         tasks.append(("delta", "solution", None, spec))
         for kind in ("fwd", "dkdv", "dq"):
             for variant in variants[kind]:
-                tasks += [(kind, variant, cfg, spec) for cfg in cands[kind] if supported(kind, cfg, c)]
+                tasks += [(kind, variant, cfg, spec) for cfg in cands[kind] if supported(kind, cfg, c, variant)]
     for B, H, N, D, c, *_ in check_shapes:
         if N in (1, 37):  # N = 1 and odd N: two specialisations (37, 129 and 300 share one)
             tasks.append(("delta", "solution", None, (H, N, D, c)))
             tasks += [(kind, variant, cfg, (H, N, D, c)) for (kind, variant), cfgs in check_which.items()
-                      for cfg in cfgs if supported(kind, cfg, c)]
+                      for cfg in cfgs if supported(kind, cfg, c, variant)]
     tasks = list(dict.fromkeys(tasks))
     log(f"expected wall time: ~1 min compiling {len(tasks)} kernels in {args.workers} processes, "
         f"~{'1' if quick else '3-4'} min timing; remaining candidates are skipped after {args.budget_s:.0f} s")
