@@ -19,7 +19,7 @@ PY
 find /tmp/site/ray/core -type f \( -name raylet -o -name gcs_server \) -exec chmod +x {} +
 export PYTHONPATH=$PWD/autograder:/tmp/site PATH=/tmp/site/bin:$PATH KERNELLAB_CACHE=/tmp/klc
 nvidia-smi --query-gpu=index,name,pci.bus_id --format=csv,noheader; nvidia-smi topo -m 2>/dev/null | head -4
-if [ "${KL_PYSPY:-}" = 1 ] && ! py-spy record --nonblocking --format raw -o /tmp/pyspy-check.txt -- \
+if [ -n "${KL_PYSPY:-}" ] && [ "${KL_PYSPY}" != 0 ] && ! py-spy record --nonblocking --format raw -o /tmp/pyspy-check.txt -- \
      python3 -c 'import time; time.sleep(0.5)' >/dev/null 2>&1; then
   echo "py-spy cannot sample here (ptrace refused?): parts run without it"; KL_PYSPY=0
 fi
@@ -34,6 +34,8 @@ for spec in "$@"; do
   run=(python3 scripts/class_grading.py)
   # KL_PYSPY=1: sample the grading process (not its workers) while it holds the GIL, into $OUT/pyspy-PART.txt
   [ "${KL_PYSPY:-}" = 1 ] && run=(py-spy record --gil --nonblocking --rate 20 --format raw -o "$OUT/pyspy-$part.txt" -- "${run[@]}")
+  # KL_PYSPY=all: every process of the run (workers and judges too, each stack under its process), on CPU or not
+  [ "${KL_PYSPY:-}" = all ] && run=(py-spy record --subprocesses --nonblocking --rate 50 --format raw -o "$OUT/pyspy-$part.txt" -- "${run[@]}")
   env ${vars//,/ } timeout -k 20 "$t" "${on[@]}" "${run[@]}" --modes "$mode" --lessons "$lesson" --part "$part" \
     --out "$OUT" --serial-per-lesson 1 "${jobs[@]}" 2>&1 | tee "$OUT/full-$part.txt" | grep -v "Warning\|^E11\|^W11\|py-spy> " | tail -12
   pkill -f raylet; pkill -f gcs_server; sleep 1

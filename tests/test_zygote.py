@@ -149,3 +149,26 @@ def test_a_gpu_zygote_whose_imports_touched_cuda_gives_no_forks_and_is_not_resta
     finally:
         with zygote._ZYGOTES_LOCK:
             zygote._ZYGOTES.pop(key, None)
+
+
+def test_the_gpu_zygote_warms_what_every_worker_did_again(tmp_path):
+    # Triton's cache key (a hash of its sources and compiler library), its gluon package and the interpreter
+    # module, done once in the zygote so that forks inherit them: done here in a plain Python, as the GPU zygote
+    # does, with no kernellab imported and nothing touching CUDA.
+    import subprocess
+    import sys
+    code = (
+        "import sys, torch, triton, triton.language\n"
+        f"sys.path.insert(0, {str(pathlib.Path(zygote.__file__).parent)!r})\n"
+        "import zygote\n"
+        "from triton.runtime.cache import triton_key\n"
+        "assert triton_key.cache_info().currsize == 0\n"
+        "zygote._warm_triton()\n"
+        "assert triton_key.cache_info().currsize == 1, triton_key.cache_info()\n"
+        "assert 'triton.experimental.gluon' in sys.modules and 'triton.runtime.interpreter' in sys.modules\n"
+        "assert not any(m.startswith('kernellab') for m in sys.modules)\n"
+        "assert zygote.cuda_touched(torch, getattr(triton.runtime, 'driver', None)) is None\n"
+        "print('warm')\n")
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and "warm" in out.stdout, out.stderr[-2000:]

@@ -321,7 +321,8 @@ def grade_problem(problem, nb, seed: int, ceil=None, facts: dict | None = None,
     if data.get("error"):
         return Outcome(problem.id, 0.0, data["error"]), record
     if problem.kind == "correctness":
-        return judge_correctness(problem, cases, [call_result(r) for r in data.get("results", [])]), record
+        return judge_correctness(problem, cases, [call_result(r) for r in data.get("results", [])],
+                                 reference_on_gpu(problem)), record
     if problem.kind == "function":
         return judge_function(problem, cases, data.get("results", [])), record
     if problem.kind == "answers":
@@ -426,7 +427,8 @@ def _grade_by_replay(problem, sources, seed: int, ceil, lesson: str, limit_s, re
         if problem.kind == "correctness":
             rows = data.get("results", [])
             if not rows or (len(rows) == 1 and rows[0].get("label") == "signature"):
-                return judge_correctness(problem, cases, [call_result(r) for r in rows]), record
+                return judge_correctness(problem, cases, [call_result(r) for r in rows],
+                                         reference_on_gpu(problem)), record
             records = [None if r.get("error") else r.get("record") for r in rows]
         else:
             records = data.get("records") or []
@@ -451,7 +453,39 @@ def _grade_by_replay(problem, sources, seed: int, ceil, lesson: str, limit_s, re
     for worker_row, replayed in zip(rows, judged.get("results", [])):
         # The worker can only lose points for itself: its errors stand; a clean claim is replaced by the replay.
         results.append(call_result(worker_row if worker_row.get("error") or replayed is None else replayed))
-    return judge_correctness(problem, cases, results), record
+    return judge_correctness(problem, cases, results, reference_on_gpu(problem)), record
+
+
+def reference_on_gpu(problem, device: str = "cuda", on_gpu: bool | None = None):
+    """``problem.reference`` computed on the job's GPU (``problem.reference`` itself without one): the inputs go
+    there, the fp64 result comes back. On the CPU, lesson 04's fp64 attention references (17 GFLOP per case at
+    N = 4096) kept its grading process busy: 65 s of CPU in a 75 s class run on one H200, against 15 s for lessons
+    01 and 02, on the cores the workers needed (2026-11-26). The GPU computes the same fp64 values (in another
+    order of summation, far below every tolerance). Under a class queue this is the job's untimed use of its GPU
+    (GpuSlots.own_gpu_work), never beside a timing. A reference that cannot run there (out of memory, a tensor it
+    makes on the CPU) is computed on the CPU, as before. ``device`` and ``on_gpu``: a test's."""
+    if not (DEVICE.on_gpu if on_gpu is None else on_gpu) or getattr(problem, "interpreted", False) \
+            or problem.reference is None:
+        return problem.reference
+
+    def ref(case):
+        with _SLOTS.own_gpu_work(_STOP) if _SLOTS is not None else contextlib.nullcontext():
+            try:
+                moved = dataclasses.replace(case, inputs=[t.to(device) if isinstance(t, torch.Tensor) else t
+                                                          for t in case.inputs])
+                return _on_cpu(problem.reference(moved))
+            except (RuntimeError, TypeError, ValueError):  # torch.OutOfMemoryError is a RuntimeError
+                torch.cuda.empty_cache()
+        return problem.reference(case)
+    return ref
+
+
+def _on_cpu(out):
+    if isinstance(out, torch.Tensor):
+        return out.cpu()
+    if isinstance(out, (tuple, list)):
+        return type(out)(_on_cpu(o) for o in out)
+    return out
 
 
 def _run_judge(problem, judge: pathlib.Path, interpreted: bool, limit_s, record: dict):

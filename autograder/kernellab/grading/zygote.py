@@ -89,9 +89,25 @@ def _preload(full: bool) -> None:
     else:  # on a GPU kernellab would initialise CUDA (it reads the device), which a fork cannot inherit
         import triton  # noqa: F401
         import triton.language  # noqa: F401
+        _warm_triton()
     # after kernellab: what it imports imports Triton, which kernellab must precede
     with _noting_cuda_calls(torch):
         _enter_a_dispatch_mode(torch)
+
+
+def _warm_triton() -> None:
+    """What every GPU worker did again after its fork (py-spy over a class of lesson 01 on one H200, 2026-11-26):
+    Triton's cache key hashes its sources and its whole compiler library before the first compile (28 % of the
+    workers' CPU in lesson 01, 11 % in lesson 02), the first launch's binder imports Triton's gluon package, and
+    watch.py's launch targets import the interpreter module (10 % more together). None of it reads the GPU or
+    picks a driver (``cuda_touched`` checks after). Triton versions without one of them skip it."""
+    import importlib
+    for name in ("triton.experimental.gluon", "triton.runtime.interpreter"):
+        with contextlib.suppress(ImportError):
+            importlib.import_module(name)
+    with contextlib.suppress(ImportError, AttributeError, OSError):
+        from triton.runtime.cache import triton_key
+        triton_key()  # functools.lru_cache: every fork inherits the answer
 
 
 _CUDA_CALLS: list = []  # torch's CUDA entry points the warm-up called (any of them may start the CUDA driver)
