@@ -34,7 +34,8 @@ for spec in "$@"; do
   run=(python3 scripts/class_grading.py)
   # KL_PYSPY=1: sample the grading process (not its workers) while it holds the GIL, into $OUT/pyspy-PART.txt
   [ "${KL_PYSPY:-}" = 1 ] && run=(py-spy record --gil --nonblocking --rate 20 --format raw -o "$OUT/pyspy-$part.txt" -- "${run[@]}")
-  # KL_PYSPY=all: every process of the run (workers and judges too, each stack under its process), on CPU or not
+  # KL_PYSPY=all: every process of the run (workers and judges too, each stack under its process), on CPU or not;
+  # scripts/pyspy_summary.py groups its samples by process kind and activity
   [ "${KL_PYSPY:-}" = all ] && run=(py-spy record --subprocesses --nonblocking --rate 50 --format raw -o "$OUT/pyspy-$part.txt" -- "${run[@]}")
   env ${vars//,/ } timeout -k 20 "$t" "${on[@]}" "${run[@]}" --modes "$mode" --lessons "$lesson" --part "$part" \
     --out "$OUT" --serial-per-lesson 1 "${jobs[@]}" 2>&1 | tee "$OUT/full-$part.txt" | grep -v "Warning\|^E11\|^W11\|py-spy> " | tail -12

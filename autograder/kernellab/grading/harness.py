@@ -321,8 +321,7 @@ def grade_problem(problem, nb, seed: int, ceil=None, facts: dict | None = None,
     if data.get("error"):
         return Outcome(problem.id, 0.0, data["error"]), record
     if problem.kind == "correctness":
-        return judge_correctness(problem, cases, [call_result(r) for r in data.get("results", [])],
-                                 reference_on_gpu(problem)), record
+        return _judge_correctness(problem, cases, [call_result(r) for r in data.get("results", [])]), record
     if problem.kind == "function":
         return judge_function(problem, cases, data.get("results", [])), record
     if problem.kind == "answers":
@@ -427,8 +426,7 @@ def _grade_by_replay(problem, sources, seed: int, ceil, lesson: str, limit_s, re
         if problem.kind == "correctness":
             rows = data.get("results", [])
             if not rows or (len(rows) == 1 and rows[0].get("label") == "signature"):
-                return judge_correctness(problem, cases, [call_result(r) for r in rows],
-                                         reference_on_gpu(problem)), record
+                return _judge_correctness(problem, cases, [call_result(r) for r in rows]), record
             records = [None if r.get("error") else r.get("record") for r in rows]
         else:
             records = data.get("records") or []
@@ -453,7 +451,13 @@ def _grade_by_replay(problem, sources, seed: int, ceil, lesson: str, limit_s, re
     for worker_row, replayed in zip(rows, judged.get("results", [])):
         # The worker can only lose points for itself: its errors stand; a clean claim is replaced by the replay.
         results.append(call_result(worker_row if worker_row.get("error") or replayed is None else replayed))
-    return judge_correctness(problem, cases, results, reference_on_gpu(problem)), record
+    return _judge_correctness(problem, cases, results), record
+
+
+def _judge_correctness(problem, cases: list, results: list) -> Outcome:
+    """The grade of record's verdict on a correctness problem: the learner checks', with the references computed
+    on the GPU where there is one (``reference_on_gpu``)."""
+    return judge_correctness(problem, cases, results, reference_on_gpu(problem))
 
 
 def reference_on_gpu(problem, device: str = "cuda", on_gpu: bool | None = None):
