@@ -1,12 +1,44 @@
 # nbgrader configuration for KernelLab. Run nbgrader from this folder (autograder/):
 # source = ../solutions, release = ../notebooks; see kernellab/grading/nbgrader_plugin.py.
+# The course's preprocessors are named by import path, not imported here: importing kernellab imports torch, and
+# generate_assignment, feedback, export and zip_collect need neither (1.6 s of each command's start).
 import os
 import sys
 
-here = os.path.dirname(os.path.abspath(__file__))
+here = os.path.dirname(os.path.realpath(__file__))
+root = os.path.dirname(here)
 sys.path.insert(0, here)  # import kernellab from this checkout even when it is not installed
-
-from kernellab.grading.nbgrader_plugin import configure  # noqa: E402
+plugin = "kernellab.grading.nbgrader_plugin"
 
 c = get_config()  # noqa: F821 - provided by traitlets
-configure(c, os.path.dirname(here))
+c.CourseDirectory.root = root
+c.CourseDirectory.source_directory = "solutions"
+c.CourseDirectory.release_directory = "notebooks"
+c.CourseDirectory.submitted_directory = "autograder/submitted"
+c.CourseDirectory.autograded_directory = "autograder/autograded"
+c.CourseDirectory.feedback_directory = "autograder/feedback"
+c.CourseDirectory.db_url = f"sqlite:///{os.path.join(here, 'gradebook.db')}"
+c.CourseDirectory.course_id = "kernellab"
+c.CourseDirectory.ignore = [".ipynb_checkpoints", "*.pyc", "__pycache__", "feedback", ".*"]
+# LMS downloads go to autograder/downloaded/<lesson>/archive/, named <student>_<lesson>.ipynb
+# (set FileNameCollectorPlugin.named_regexp for your LMS's own naming).
+c.ZipCollectApp.downloaded_directory = "autograder/downloaded"
+c.ZipCollectApp.archive_directory = "archive"
+c.ZipCollectApp.extracted_directory = "extracted"
+# nbgrader matches this against the whole path of each extracted file
+c.FileNameCollectorPlugin.named_regexp = r".*/(?P<student_id>[^_/]+)_(?P<file_id>[^/]+\.ipynb)$"
+c.Execute.timeout = 600  # first calls compile Triton kernels; autotuning takes longer
+c.Execute.interrupt_on_timeout = True
+c.OverwriteCells.add_missing_cells = True
+c.ClearSolutions.code_stub = {"python": 'raise NotImplementedError("write your code here")'}
+c.ClearSolutions.text_stub = "YOUR ANSWER HERE"
+# SafeExecute leaves the graded test cells to GradeOfRecord, which grades each problem in its own processes.
+c.Autograde.autograde_preprocessors = [
+    f"{plugin}.SafeExecute", f"{plugin}.GradeOfRecord", "nbgrader.preprocessors.IgnorePattern",
+    "nbconvert.preprocessors.ClearMetadataPreprocessor", "nbgrader.preprocessors.LimitOutput",
+    "nbgrader.preprocessors.SaveAutoGrades", "nbgrader.preprocessors.AssignLatePenalties",
+    "nbgrader.preprocessors.CheckCellMetadata"]
+c.GradeOfRecord.course_root = here
+c.GradeOfRecord.logs_dir = os.path.join(here, "grading_logs")
+c.GenerateAssignment.create_assignment = True
+c.Autograde.create_student = True

@@ -425,3 +425,24 @@ def test_notebook_sources_are_parsed_one_thread_at_a_time(monkeypatch):
     with ThreadPoolExecutor(4) as pool:
         trees = list(pool.map(parse_python, ["x = 1"] * 12))
     assert most[0] == 1 and all(isinstance(t, ast.Module) for t in trees)
+
+
+def test_nbgrader_starts_without_torch_and_finds_every_preprocessor_it_is_given():
+    """The course's nbgrader processes skip the IRI grammar and load a config that imports no kernellab (so
+    generate, feedback and export do not import torch), and every preprocessor the config names by import path
+    resolves to a class."""
+    import subprocess
+    import sys
+
+    from kernellab.paths import SKIP_IRI_GRAMMAR, repo_root, tool_env
+    probe = (f"{SKIP_IRI_GRAMMAR}\nimport nbformat, sys\n"
+             "from traitlets.config.loader import PyFileConfigLoader\nfrom traitlets.utils.importstring import import_item\n"
+             "c = PyFileConfigLoader('nbgrader_config.py', path='.').load_config()\n"
+             "print(sorted(m for m in ('torch', 'kernellab', 'rfc3987_syntax') if sys.modules.get(m) is not None))\n"
+             "print([import_item(p).__name__ for p in c.Autograde.autograde_preprocessors])\n")
+    r = subprocess.run([sys.executable, "-c", probe], cwd=repo_root() / "autograder", capture_output=True, text=True,
+                       env=tool_env(), timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    loaded, names = r.stdout.splitlines()
+    assert loaded == "[]"
+    assert names.startswith("['SafeExecute', 'GradeOfRecord', ") and "SaveAutoGrades" in names

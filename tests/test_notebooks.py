@@ -12,7 +12,7 @@ from nbclient import NotebookClient
 from kernellab._meta import GIT_URL, colab_url
 from kernellab.build import generate_fresh
 from kernellab.lessons import LESSONS
-from kernellab.paths import tool_env
+from kernellab.paths import nbgrader_command, tool_env
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
@@ -77,7 +77,7 @@ def test_no_notebook_carries_outputs_and_each_has_a_colab_badge():
 
 def _validate(*args):
     env = _kernel_env()
-    r = subprocess.run([sys.executable, "-m", "nbgrader", "validate", *args], cwd=ROOT / "autograder",
+    r = subprocess.run(nbgrader_command("validate", *args), cwd=ROOT / "autograder",
                        capture_output=True, text=True, env=env, timeout=900)
     return r.stdout + r.stderr
 

@@ -92,39 +92,3 @@ class GradeOfRecord(NbGraderPreprocessor):
                 new_output("execute_result", data={"text/plain": f"{score:g}"}, execution_count=None),
             ]
         return nb, resources
-
-
-def configure(c, root) -> None:
-    """Apply the course's nbgrader settings to config ``c`` for a course rooted at ``root``."""
-    from nbgrader.preprocessors import (AssignLatePenalties, CheckCellMetadata, IgnorePattern, LimitOutput,
-                                        SaveAutoGrades)
-    from nbconvert.preprocessors import ClearMetadataPreprocessor
-
-    root = pathlib.Path(root).resolve()
-    c.CourseDirectory.root = str(root)
-    c.CourseDirectory.source_directory = "solutions"
-    c.CourseDirectory.release_directory = "notebooks"
-    c.CourseDirectory.submitted_directory = "autograder/submitted"
-    c.CourseDirectory.autograded_directory = "autograder/autograded"
-    c.CourseDirectory.feedback_directory = "autograder/feedback"
-    c.CourseDirectory.db_url = f"sqlite:///{root / 'autograder' / 'gradebook.db'}"
-    c.CourseDirectory.course_id = "kernellab"
-    c.CourseDirectory.ignore = [".ipynb_checkpoints", "*.pyc", "__pycache__", "feedback", ".*"]
-    # LMS downloads go to autograder/downloaded/<lesson>/archive/, named <student>_<lesson>.ipynb
-    # (set FileNameCollectorPlugin.named_regexp for your LMS's own naming).
-    c.ZipCollectApp.downloaded_directory = "autograder/downloaded"
-    c.ZipCollectApp.archive_directory = "archive"
-    c.ZipCollectApp.extracted_directory = "extracted"
-    # nbgrader matches this against the whole path of each extracted file
-    c.FileNameCollectorPlugin.named_regexp = r".*/(?P<student_id>[^_/]+)_(?P<file_id>[^/]+\.ipynb)$"
-    c.Execute.timeout = 600  # first calls compile Triton kernels; autotuning takes longer
-    c.Execute.interrupt_on_timeout = True
-    c.OverwriteCells.add_missing_cells = True
-    c.ClearSolutions.code_stub = {"python": 'raise NotImplementedError("write your code here")'}
-    c.ClearSolutions.text_stub = "YOUR ANSWER HERE"
-    c.Autograde.autograde_preprocessors = [SafeExecute, GradeOfRecord, IgnorePattern, ClearMetadataPreprocessor,
-                                           LimitOutput, SaveAutoGrades, AssignLatePenalties, CheckCellMetadata]
-    c.GradeOfRecord.course_root = str(root / "autograder")
-    c.GradeOfRecord.logs_dir = str(root / "autograder" / "grading_logs")
-    c.GenerateAssignment.create_assignment = True
-    c.Autograde.create_student = True

@@ -23,12 +23,12 @@ import sys
 import time
 
 from ..notebook_cells import grade_id, read_notebook, to_python
-from ..paths import tool_env
+from ..paths import nbgrader_command, tool_env
 
 
 def nbgrader(course: pathlib.Path, *args, timeout: float = 3600) -> subprocess.CompletedProcess:
     """``nbgrader ARGS`` in the course folder, with the course's tool environment; the caller reads the code."""
-    return subprocess.run([sys.executable, "-m", "nbgrader", *args, "--log-level=WARN"], cwd=course,
+    return subprocess.run(nbgrader_command(*args, "--log-level=WARN"), cwd=course,
                           capture_output=True, text=True, env=tool_env(), timeout=timeout)
 
 
@@ -93,7 +93,7 @@ def autograde(course: pathlib.Path, lesson: str, progress: bool = True) -> list[
     if progress:
         from tqdm.auto import tqdm
         bar = tqdm(total=len(todo), desc=f"autograding {lesson}", file=sys.stdout)
-    proc = subprocess.Popen([sys.executable, "-m", "nbgrader", "autograde", lesson, "--force", "--log-level=INFO"],
+    proc = subprocess.Popen(nbgrader_command("autograde", lesson, "--force", "--log-level=INFO"),
                             cwd=course, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=tool_env())
     seconds, logs, failed, current, t, tail = {}, {}, set(), None, time.monotonic(), ""
     try:
