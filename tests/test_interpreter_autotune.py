@@ -172,3 +172,48 @@ def test_compile_only_is_no_tampering_once_allowed_before_the_snapshot():
         assert snapshot.changed() == ["Autotuner._bench"]
     finally:
         Autotuner._bench = patched
+
+
+def test_in_rounds_times_configurations_back_and_forth_so_a_drift_does_not_pick():
+    """A GPU that slows as it heats (here 5 % more per timing) makes Triton's one-after-another timing pick the
+    first configuration; in rounds, back and forth, the truly fastest (the last, 5 % faster) is picked, each
+    configuration timed once per round. An autotuner given its own do_bench keeps timing one after another."""
+    from triton.runtime.autotuner import Autotuner
+
+    from kernellab import tuning
+    assert tuning.allow_compile_only()
+    ran, timings = [], []
+    base = {64: 1.0, 128: 1.0, 256: 0.95}
+
+    def heating(kernel_call, quantiles=None):
+        kernel_call()  # the configuration's pre_hook says which one it is
+        t = base[ran[-1]] * (1 + 0.05 * len(timings))
+        timings.append(ran[-1])
+        return [t, t, t] if quantiles else t
+    run = Autotuner.run._original  # past the interpreter's first-config patch: the autotuner as on a GPU
+    x, y = torch.randn(1000), torch.randn(1000)
+    out = torch.empty_like(x)
+
+    def tune(tuner):
+        tuner.cache.clear()
+        timings.clear()
+        run(tuner, x, y, out, 1000, grid=lambda meta: (triton.cdiv(1000, meta["BLOCK"]),), warmup=False)
+        torch.testing.assert_close(out, x + y)
+        return tuner.best_config.kwargs["BLOCK"]
+
+    tuner = _counting_kernel(ran)
+    tuner.do_bench = heating  # Triton's own benchmarker, as it would read on that GPU
+    assert tune(tuner) == 64 and timings == [64, 128, 256]
+    del tuner.do_bench
+    real = tuning._round_bench
+    tuning._round_bench = heating
+    try:
+        with tuning.in_rounds(4):
+            assert tune(tuner) == 256
+        assert timings == [64, 128, 256, 256, 128, 64] * 2
+        assert "do_bench" not in tuner.__dict__  # the autotuner's own benchmarker back
+        own = triton.autotune(configs=tuner.configs, key=["n"], do_bench=heating)(_tuned_add.fn)
+        with tuning.in_rounds(4):
+            assert tune(own) == 64 and timings == [64, 128, 256]
+    finally:
+        tuning._round_bench = real

@@ -42,7 +42,7 @@ def _tune_alone(first_call, job_dir: pathlib.Path) -> bool:
     import torch
 
     from kernellab.grading.slots import ask_for_gpu_alone, ask_to_share
-    from kernellab.tuning import compile_only
+    from kernellab.tuning import compile_only, in_rounds
     with compile_only() as picked:
         first_call()
         if torch.cuda.is_available():
@@ -50,7 +50,8 @@ def _tune_alone(first_call, job_dir: pathlib.Path) -> bool:
     if not picked:
         return False
     ask_for_gpu_alone(job_dir, "compile")  # the compile budget again, for the tuning
-    first_call()
+    with in_rounds():  # every configuration timed back and forth, so a GPU's drift does not choose
+        first_call()
     if torch.cuda.is_available():
         torch.cuda.synchronize()  # the tuning's kernels have ended before others start beside them
     # On a class's GPU this process held 6 s alone, 5 of them recording (a matmul on an H200): alone time is what
