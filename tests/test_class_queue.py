@@ -13,8 +13,6 @@ import contextlib
 import json
 import os
 import pathlib
-import subprocess
-import sys
 import threading
 import time
 import types
@@ -28,6 +26,7 @@ from kernellab.grading.secret import course_secret
 from kernellab.grading.slots import GpuSlots
 from kernellab.grading.store import Store, notebook_hash, secret_fingerprint
 from kernellab.lessons import problems_of
+from kernellab.paths import package_root
 from roundtrip_checks import new_course
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -167,13 +166,16 @@ def rayed(klass, tmp_path_factory):
     temp = pathlib.Path(tempfile.mkdtemp(prefix="klr-"))
     mp = pytest.MonkeyPatch()
     mp.setenv("TMPDIR", str(temp))
+    path_before = os.environ.get("PYTHONPATH")
     assert connect("local", 4, {"num_gpus": 2})
+    driver_path_kept = os.environ.get("PYTHONPATH") == path_before
     try:
         run = _stopped_then_resumed(course, 3, jobs=4, ray="local", store=Store(tmp / "store"), logs_dir=tmp / "logs")
         grader = RayGrader("local", jobs=4)
         run["options"] = grader._options
         run["grader_started_a_cluster"] = grader.started
         run["graders"] = ray.get([g.where.remote() for g in grader.graders])
+        run["driver_path_kept"] = driver_path_kept
         grader.close()
     finally:
         ray.shutdown()
@@ -261,6 +263,10 @@ def test_ray_spreads_jobs_over_the_gpus_one_grader_each(klass, rayed):
     assert held and all(r["gpu_slot"] == r["task_gpu_ids"][0] for r in held)
     assert rayed["options"]["num_gpus"] == 1 and rayed["options"]["max_concurrency"] == 2
     assert sorted(g["gpu"] for g in rayed["graders"]) == ["0", "1"]
+    # the graders import this checkout's kernellab: the cluster's node was started with its folder on PYTHONPATH,
+    # which the driver's own environment has again once the node is up
+    assert all(str(package_root()) in g["pythonpath"].split(os.pathsep) for g in rayed["graders"]), rayed["graders"]
+    assert rayed["driver_path_kept"]
     assert rayed["grader_started_a_cluster"] is False  # it joined the running one, and left it up
 
 def test_store_keys_ignore_outputs_and_never_hold_the_secret(klass, queued):
