@@ -74,19 +74,18 @@ def main() -> int:
             runs.append({"trial": t, "mode": "rounds" if rounds else "triton", "idle_s": idle, "pick": pick,
                          "timings_ms": timings, "tune_s": time.monotonic() - t0})
             print(runs[-1]["mode"], idle, pick, f"{runs[-1]['tune_s']:.2f} s", flush=True)
-    # what each configuration takes, measured apart: the solution's matmul with the pick forced, in interleaved
-    # rounds whose order turns each round
+    # what each configuration takes, measured apart: the solution's matmul with the pick forced, in 12 rounds back
+    # and forth (timing.interleaved), each timed by triton.testing.do_bench
     import triton.testing
-    rounds_apart = 12
-    per = {_name(c): [] for c in tuner.configs}
-    for r in range(rounds_apart):
-        order = list(tuner.configs)
-        order = order[r % len(order):] + order[:r % len(order)]
-        for cf in order:
-            key = next(iter(tuner.cache))
-            tuner.cache[key] = cf
-            per[_name(cf)].append(triton.testing.do_bench(call, warmup=5, rep=20))
-    truth = {k: statistics.median(v) for k, v in per.items()}
+
+    from kernellab.timing import interleaved
+    key = next(iter(tuner.cache))
+
+    def forced(cf) -> float:
+        tuner.cache[key] = cf
+        return triton.testing.do_bench(call, warmup=5, rep=20)
+    apart = interleaved({_name(c): c for c in tuner.configs}, 12, timer=forced)
+    truth = {_name(c): apart[_name(c)] for c in tuner.configs}
     best = min(truth.values())
     for r in runs:
         r["pick_ms_apart"] = truth[r["pick"]]

@@ -432,15 +432,14 @@ def test_nbgrader_starts_without_torch_and_finds_every_preprocessor_it_is_given(
     generate, feedback and export do not import torch), and every preprocessor the config names by import path
     resolves to a class."""
     import subprocess
-    import sys
 
-    from kernellab.paths import SKIP_IRI_GRAMMAR, repo_root, tool_env
-    probe = (f"{SKIP_IRI_GRAMMAR}\nimport nbformat, sys\n"
+    from kernellab.paths import nbformat_python, repo_root, tool_env
+    probe = ("import nbformat, sys\n"
              "from traitlets.config.loader import PyFileConfigLoader\nfrom traitlets.utils.importstring import import_item\n"
              "c = PyFileConfigLoader('nbgrader_config.py', path='.').load_config()\n"
              "print(sorted(m for m in ('torch', 'kernellab', 'rfc3987_syntax') if sys.modules.get(m) is not None))\n"
              "print([import_item(p).__name__ for p in c.Autograde.autograde_preprocessors])\n")
-    r = subprocess.run([sys.executable, "-c", probe], cwd=repo_root() / "autograder", capture_output=True, text=True,
+    r = subprocess.run(nbformat_python(probe), cwd=repo_root() / "autograder", capture_output=True, text=True,
                        env=tool_env(), timeout=120)
     assert r.returncode == 0, r.stderr[-2000:]
     loaded, names = r.stdout.splitlines()

@@ -4,10 +4,9 @@ from __future__ import annotations
 import json
 import pathlib
 import subprocess
-import sys
 
 from .lessons import LESSONS
-from .paths import SKIP_IRI_GRAMMAR, repo_root, tool_env
+from .paths import nbformat_python, repo_root, tool_env
 
 
 def strip_outputs(path: pathlib.Path) -> bool:
@@ -46,8 +45,8 @@ sys.exit(failed)
 def generate(root: pathlib.Path, lessons=None) -> list[pathlib.Path]:
     """``nbgrader generate_assignment`` for each lesson of a course rooted at ``root``, outputs stripped."""
     lessons = list(lessons or LESSONS)
-    r = subprocess.run([sys.executable, "-c", f"{SKIP_IRI_GRAMMAR}\n{_GENERATE}", *lessons], cwd=root / "autograder",
-                       capture_output=True, text=True, env=tool_env())
+    r = subprocess.run(nbformat_python(_GENERATE, *lessons), cwd=root / "autograder", capture_output=True, text=True,
+                       env=tool_env())
     if r.returncode != 0:
         raise RuntimeError(f"generating the notebooks failed:\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}")
     out = []

@@ -35,6 +35,12 @@ def tool_env() -> dict:
 SKIP_IRI_GRAMMAR = "import sys; sys.modules.setdefault('rfc3987_syntax', None)"
 
 
+def nbformat_python(code: str, *args: str) -> list[str]:
+    """A command line for subprocess: this Python running ``code`` with ``args``, the IRI grammar skipped (for
+    code that imports nbformat, as nbgrader does: see SKIP_IRI_GRAMMAR)."""
+    return [sys.executable, "-c", f"{SKIP_IRI_GRAMMAR}\n{code}", *args]
+
+
 def nbgrader_command(*args: str) -> list[str]:
-    """``nbgrader ARGS`` as a command line for subprocess, run by this Python (see SKIP_IRI_GRAMMAR)."""
-    return [sys.executable, "-c", f"{SKIP_IRI_GRAMMAR}; from nbgrader.apps.nbgraderapp import main; main()", *args]
+    """``nbgrader ARGS`` as a command line for subprocess (nbformat_python)."""
+    return nbformat_python("from nbgrader.apps.nbgraderapp import main\nmain()", *args)

@@ -121,6 +121,7 @@ def allow_compile_only() -> bool:
     if Autotuner is None or done:
         return done
     prune, bench = Autotuner.prune_configs, Autotuner._bench
+    from .timing import interleaved  # imported here, before the snapshot, for in_rounds
 
     def prune_configs(self, *args, **kwargs):  # once per new key, before the disk cache is looked at
         if _UNTIMED is not None:
@@ -134,24 +135,31 @@ def allow_compile_only() -> bool:
         if _UNTIMED is None:
             if _ROUNDS and _default_benchmarker(self) and config in getattr(self, "_kl_kept", ()):
                 if self._kl_timed is None:  # this key's first benchmark call times them all, in rounds
-                    self._kl_timed = _time_in_rounds(self, bench, args, kwargs, self._kl_kept, _ROUNDS)
+                    self._kl_timed = _time_in_rounds(self, lambda c: bench(self, *args, config=c, **kwargs),
+                                                     self._kl_kept, _ROUNDS, interleaved)
                 return self._kl_timed[config]
             return bench(self, *args, config=config, **kwargs)
-        kwargs["config"] = config
         if all(t is not self for t in _UNTIMED):
             _UNTIMED.append(self)
-        own = self.__dict__.get("do_bench", _ABSENT)
-        self.do_bench = _run_once  # the original builds the call (hooks, meta-parameters); it is run, not timed
-        try:
-            return bench(self, *args, **kwargs)
-        finally:
-            if own is _ABSENT:
-                self.__dict__.pop("do_bench", None)
-            else:
-                self.do_bench = own
+        with _benchmarker(self, _run_once):  # the original builds the call (hooks, meta-parameters); run, not timed
+            return bench(self, *args, config=config, **kwargs)
     _bench._kernellab_untimed = True
     Autotuner.prune_configs, Autotuner._bench = prune_configs, _bench
     return True
+
+
+@contextlib.contextmanager
+def _benchmarker(tuner, fn):
+    """The autotuner times with ``fn`` inside the block, then with its own again (set on it, or looked up anew)."""
+    own = tuner.__dict__.get("do_bench", _ABSENT)
+    tuner.do_bench = fn
+    try:
+        yield
+    finally:
+        if own is _ABSENT:
+            tuner.__dict__.pop("do_bench", None)
+        else:
+            tuner.do_bench = own
 
 
 def _run_once(kernel_call, quantiles=None, **_):
@@ -199,23 +207,21 @@ def _round_bench(kernel_call, quantiles=None):
     return triton.testing.do_bench(kernel_call, warmup=6, rep=25, quantiles=quantiles)
 
 
-def _time_in_rounds(tuner, bench, args, kwargs, configs: list, rounds: int) -> dict:
-    """config -> [mean, fastest, slowest] of its per-round times (``bench``: the autotuner's own, which builds each
-    call and gives a configuration that fails to compile an infinite time, not timed again)."""
+def _time_in_rounds(tuner, bench, configs: list, rounds: int, interleaved) -> dict:
+    """config -> [mean, fastest, slowest] of its per-round times, the rounds timing.interleaved's (back and forth).
+    ``bench(config)``: the autotuner's own, which builds each call and gives a configuration that fails to compile
+    an infinite time; such a one is not timed again."""
     import math
-    times: dict = {c: [] for c in configs}
-    own = tuner.__dict__.get("do_bench", _ABSENT)
-    tuner.do_bench = _round_bench
-    try:
-        for r in range(rounds):
-            for c in configs if r % 2 == 0 else configs[::-1]:
-                if times[c] and math.isinf(times[c][-1]):
-                    continue
-                t = bench(tuner, *args, config=c, **kwargs)
-                times[c].append(float(t[0] if isinstance(t, (list, tuple)) else t))
-    finally:
-        if own is _ABSENT:
-            tuner.__dict__.pop("do_bench", None)
-        else:
-            tuner.do_bench = own
-    return {c: [sum(ts) / len(ts), min(ts), max(ts)] for c, ts in times.items()}
+    failed = set()
+
+    def timer(i: int) -> float:
+        if i in failed:
+            return math.inf
+        t = bench(configs[i])
+        t = float(t[0] if isinstance(t, (list, tuple)) else t)
+        if math.isinf(t):
+            failed.add(i)
+        return t
+    with _benchmarker(tuner, _round_bench):
+        res = interleaved({i: i for i in range(len(configs))}, rounds, timer=timer)
+    return {c: [sum(ts) / len(ts), min(ts), max(ts)] for c, ts in ((c, res[f"{i}_all"]) for i, c in enumerate(configs))}
