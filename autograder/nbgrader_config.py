@@ -27,14 +27,13 @@ c.ZipCollectApp.archive_directory = "archive"
 c.ZipCollectApp.extracted_directory = "extracted"
 # nbgrader matches this against the whole path of each extracted file
 c.FileNameCollectorPlugin.named_regexp = r".*/(?P<student_id>[^_/]+)_(?P<file_id>[^/]+\.ipynb)$"
-c.Execute.timeout = 600  # first calls compile Triton kernels; autotuning takes longer
-c.Execute.interrupt_on_timeout = True
 c.OverwriteCells.add_missing_cells = True
 c.ClearSolutions.code_stub = {"python": 'raise NotImplementedError("write your code here")'}
 c.ClearSolutions.text_stub = "YOUR ANSWER HERE"
-# SafeExecute leaves the graded test cells to GradeOfRecord, which grades each problem in its own processes.
+# LeaveUnrun runs no learner code in nbgrader's process tree (no notebook kernel); GradeOfRecord grades each
+# problem in its own processes.
 c.Autograde.autograde_preprocessors = [
-    f"{plugin}.SafeExecute", f"{plugin}.GradeOfRecord", "nbgrader.preprocessors.IgnorePattern",
+    f"{plugin}.LeaveUnrun", f"{plugin}.GradeOfRecord", "nbgrader.preprocessors.IgnorePattern",
     "nbconvert.preprocessors.ClearMetadataPreprocessor", "nbgrader.preprocessors.LimitOutput",
     "nbgrader.preprocessors.SaveAutoGrades", "nbgrader.preprocessors.AssignLatePenalties",
     "nbgrader.preprocessors.CheckCellMetadata"]

@@ -444,4 +444,4 @@ def test_nbgrader_starts_without_torch_and_finds_every_preprocessor_it_is_given(
     assert r.returncode == 0, r.stderr[-2000:]
     loaded, names = r.stdout.splitlines()
     assert loaded == "[]"
-    assert names.startswith("['SafeExecute', 'GradeOfRecord', ") and "SaveAutoGrades" in names
+    assert names.startswith("['LeaveUnrun', 'GradeOfRecord', ") and "SaveAutoGrades" in names

@@ -4,6 +4,7 @@ import json
 import math
 
 import pytest
+from nbformat.v4 import new_code_cell
 
 from kernellab.grading import submissions as S
 from kernellab.grading.dryrun import differs
@@ -32,10 +33,24 @@ def graded(tmp_path_factory):
         "deleter": S.filled(rel, src, drop=("add_correct",)),
         "tamperer": _tampered(S.filled(rel, src, {"add_code": add.replace("x + y", "x - y")})),
     }
+    subs["patcher"].cells.append(new_code_cell(MARKER_CELL))  # a plain cell, run by no worker: nbgrader's kernel?
     # the LMS path of the README, then the instructor's CLI: kernellab term autograde / feedback / export
     grades, scores = course.round_trip(L, subs, via_lms=("solution",), via_term=True)
     assert (course.ag / "submitted" / "solution" / L / f"{L}.ipynb").exists()
     return course, grades, scores
+
+
+# nbgrader's autograde ran a submission's cells in a notebook kernel of its own, as the grading user, beside the
+# course's secret, result store and gradebook: this cell would leave a file in autograder/ (the kernel's folder is
+# autograded/<student>/<lesson>/) had it run there (grading/nbgrader_plugin.py, LeaveUnrun).
+MARKER_CELL = ("import pathlib\n"
+               "(pathlib.Path.cwd().parents[2] / 'ran_beside_the_gradebook').write_text('learner code ran here')\n")
+
+
+def test_no_learner_cell_runs_in_nbgraders_process(graded):
+    course, _, scores = graded
+    assert not (course.ag / "ran_beside_the_gradebook").exists()
+    assert scores["patcher"]["answers_add"] == scores["solution"]["answers_add"]
 
 
 def _tampered(nb):

@@ -11,13 +11,27 @@ import time
 import pytest
 
 from kernellab.grading import harness, zygote
-from procs import gone
+from procs import alive, gone
 
 PROBE = '''
 import json, os, sys, time
 mode = sys.argv[1]
 if mode == "sleep":
     time.sleep(60)
+if mode == "daemon":  # a double-forked daemon in a session of its own writes its pid, then the fork exits
+    first = os.fork()
+    if first == 0:
+        os.setsid()
+        if os.fork() == 0:
+            with open(sys.argv[2] + ".tmp", "w") as f:
+                f.write(str(os.getpid()))
+            os.rename(sys.argv[2] + ".tmp", sys.argv[2])
+            time.sleep(60)
+        os._exit(0)
+    os.waitpid(first, 0)
+    while not os.path.exists(sys.argv[2]):
+        time.sleep(0.01)
+    sys.exit(0)
 with open("/proc/self/environ", "rb") as f:
     initial = f.read().decode(errors="replace")
 try:
@@ -109,6 +123,17 @@ def test_forks_are_killed_with_their_group_and_die_with_the_zygote_which_is_repl
     last = zygote._ZYGOTES[key].proc.pid
     zygote.stop_all()
     assert gone(last) and not zygote._ZYGOTES
+
+
+def test_a_daemon_a_fork_leaves_behind_is_killed_before_the_forks_exit_is_reported(probe_env):
+    """A worker's double-forked daemon (its own session: no group kill reaches it) is reparented to the zygote,
+    its subreaper, which kills it: by the time the grader sees the worker end, nothing of it runs (a red-team
+    daemon of 2026-11-27 waited there for the judge's inputs and wrote the judge's result)."""
+    env, tmp = probe_env
+    proc, job = _fork(env, tmp, "daemon", str(tmp / "daemon.pid"), name="d")
+    assert proc.wait(60) == 0
+    daemon = int((tmp / "daemon.pid").read_text())
+    assert not alive(daemon), "the daemon outlived the fork's reported exit"
 
 
 def test_a_gpu_zygote_whose_imports_touched_cuda_gives_no_forks_and_is_not_restarted(tmp_path):

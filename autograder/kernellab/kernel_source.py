@@ -6,6 +6,12 @@ Triton kernel the compiler would accept: the language (``tl``, ``triton.language
 ``@triton.jit`` functions, constants and a few builtins - no plain Python helpers, no imports, no lambdas,
 no dunder attributes, nothing from the learner's notebook but the kernel itself. Decorators are dropped
 (the judge wraps the function itself) and default values must be constants.
+
+Attributes are an allow-list, because the interpreter runs the body as Python in the judge's process: a path
+from a language module must stay inside the language (``triton.knobs`` reaches ``re``, whose ``enum`` holds
+``builtins``: a red-team kernel called ``exec`` that way and wrote the judge's own reference into its output),
+and a value's attribute must be one Triton's tensors, types and descriptors have (an interpreted value's
+``handle`` holds a numpy array, on which a kernel could compute outside Triton).
 """
 from __future__ import annotations
 
@@ -18,6 +24,17 @@ from .compat import parse_python
 BUILTINS = {"range", "min", "max", "len", "int", "float", "bool", "abs", "print", "isinstance", "enumerate",
             "zip", "tuple", "list", "True", "False", "None"}
 LANGUAGE_MODULES = ("triton.language", "triton")
+# Modules a kernel may name or reach by attribute (each step of a path must be one of them or the language object
+# it ends on): the language, its math and libdevice, and ``triton`` itself for these two of its names.
+_MODULES = ("triton.language", "triton.language.math", "triton.language.extra", "triton.language.extra.libdevice",
+            "triton.language.extra.cuda", "triton.language.extra.cuda.libdevice")
+_FROM_TRITON = {"language", "cdiv", "next_power_of_2"}
+# Attributes of values a kernel computes: what Triton's tensors, types, constexprs and descriptors define (their
+# classes' public names, read when first needed), and the instance attributes kernels read.
+_VALUE_INSTANCE_ATTRS = {"element_ty", "primitive_bitwidth", "fp_mantissa_width", "exponent_bias", "int_bitwidth",
+                         "int_signedness", "name", "value", "shape", "type", "numel", "strides", "block_shape",
+                         "itemsize", "dtype", "T"}
+_value_attrs: set = set()
 _FORBIDDEN = (ast.Lambda, ast.Import, ast.ImportFrom, ast.Global, ast.Nonlocal, ast.ClassDef, ast.Try,
               ast.With, ast.AsyncWith, ast.Yield, ast.YieldFrom, ast.Await, ast.AsyncFunctionDef, ast.Delete,
               ast.GeneratorExp, ast.ListComp, ast.SetComp, ast.DictComp, ast.Starred, ast.JoinedStr)
@@ -59,6 +76,10 @@ def purity_problem(entry: dict) -> str | None:
     for node in nodes:
         if isinstance(node, ast.Attribute) and node.attr.startswith("_"):
             return f"the kernel `{name}` reaches the private attribute `{node.attr}`"
+        if isinstance(node, ast.Attribute):
+            why = _attribute_problem(node, local, globs)
+            if why:
+                return f"the kernel `{name}` {why} (line {node.lineno})"
         if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id not in local:
             why = _global_problem(node.id, globs, kernels)
             if why:
@@ -92,6 +113,80 @@ def _global_problem(name: str, globs: dict, kernels: dict) -> str | None:
     if "const" in g:
         return None
     return f"calls or reads `{name}`, a {g.get('other', 'Python object')}: a Triton kernel may only call @triton.jit functions"
+
+
+def value_attrs() -> set:
+    """Attribute names a kernel may use on its values: the public names of Triton's value and type classes."""
+    if not _value_attrs:
+        import inspect
+
+        import triton.language as tl
+        classes = [tl.tensor, tl.dtype, tl.pointer_type, tl.block_type, tl.constexpr]
+        classes += [c for n in dir(tl) if "descriptor" in n and inspect.isclass(c := getattr(tl, n))]
+        _value_attrs.update({n for c in classes for n in dir(c) if not n.startswith("_")} | _VALUE_INSTANCE_ATTRS)
+    return _value_attrs
+
+
+def _module_path(node, local: set, globs: dict) -> list | None:
+    """``[module name, attr, attr, ...]`` when ``node`` is a dotted path from a global module (``tl.math.exp2``),
+    else None (a path from a value the kernel computed, or from a local)."""
+    attrs = []
+    while isinstance(node, ast.Attribute):
+        attrs.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name) and node.id not in local and "module" in globs.get(node.id, {}):
+        return [globs[node.id]["module"], *reversed(attrs)]
+    return None
+
+
+def _language_object(obj) -> bool:
+    """A name of the language a kernel may end a path on: a builtin or @jit function, a type or dtype, a constexpr,
+    a constant, or a class or function of triton.language itself (never a module outside ``_MODULES``)."""
+    import inspect
+    import types
+    if isinstance(obj, types.ModuleType):
+        return obj.__name__ in _MODULES
+    if isinstance(obj, (int, float, bool, str)) or obj is None:
+        return True
+    if getattr(obj, "__triton_builtin__", False):
+        return True
+    module = getattr(obj if inspect.isclass(obj) or callable(obj) else type(obj), "__module__", "") or ""
+    # (in the interpreter the language's builtins are its stand-ins, from triton.runtime.interpreter)
+    return module.startswith(("triton.language", "triton.runtime.jit", "triton.runtime.interpreter"))
+
+
+def _attribute_problem(node: ast.Attribute, local: set, globs: dict) -> str | None:
+    """Why the attribute ``node`` is not one a kernel may use, or None. A path from a module is followed in the
+    real modules, every step inside the language; any other attribute must be a value attribute."""
+    path = _module_path(node, local, globs)
+    if path is None:
+        if node.attr in value_attrs():
+            return None
+        return f"reaches `.{node.attr}`, which Triton's values do not have"
+    import importlib
+    head, *attrs = path
+    if head not in _MODULES and head != "triton":
+        return f"uses the module `{head}`; a kernel may only use triton.language"
+    try:
+        obj = importlib.import_module(head)
+    except ImportError:
+        return f"uses the module `{head}`, which the judge cannot import"
+    where = head
+    for i, attr in enumerate(attrs):
+        if where == "triton" and attr not in _FROM_TRITON:
+            return f"reaches `triton.{attr}`, which is not the language"
+        if not hasattr(obj, attr):
+            return f"reaches `{where}.{attr}`, which does not exist"
+        obj = getattr(obj, attr)
+        where = f"{where}.{attr}"
+        if not _language_object(obj):
+            return f"reaches `{where}`, which is not part of the Triton language"
+        import types
+        if not isinstance(obj, types.ModuleType):  # past the modules: what follows is a value's attribute
+            rest = attrs[i + 1:]
+            bad = [a for a in rest if a not in value_attrs()]
+            return f"reaches `.{bad[0]}` of `{where}`" if bad else None
+    return None
 
 
 def _root(node):

@@ -669,6 +669,191 @@ def matmul(a, b):
     return c
 """
 
+# A kernel whose body is Python's exec of a payload: in the interpreter the payload finds the launch's arguments on
+# the stack and writes the product into the output. Code rules do not read string constants.
+_EXEC_THROUGH_KNOBS = '''PAYLOAD = """
+import sys, inspect, numpy as np
+f = sys._getframe(1)
+while f is not None and "args_hst" not in f.f_locals:
+    f = f.f_back
+a = inspect.getcallargs(f.f_locals["self"].fn, *f.f_locals["args_hst"], **f.f_locals["kwargs_hst"])
+M, N, K = int(a["M"]), int(a["N"]), int(a["K"])
+def view(t, rows, cols, s0, s1):
+    x = t.numpy()
+    return np.lib.stride_tricks.as_strided(x, shape=(rows, cols), strides=(s0 * x.itemsize, s1 * x.itemsize))
+out = view(a["c_ptr"], M, N, a["scm"], a["scn"])
+out[...] = view(a["a_ptr"], M, K, a["sam"], a["sak"]).astype(np.float64) @ view(a["b_ptr"], K, N, a["sbk"], a["sbn"])
+"""
+
+
+@triton.jit
+def matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K, sam, sak, sbk, sbn, scm, scn):
+    triton.knobs.re.enum.bltns.exec(PAYLOAD, {})
+
+
+def matmul(a, b):
+    M, K = a.shape
+    N = b.shape[1]
+    c = torch.empty((M, N), device=a.device, dtype=a.dtype)
+    matmul_kernel[(1,)](a, b, c, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1))
+    return c
+'''
+
+_HANDLE_NUMPY = '''@triton.jit
+def mm_kernel(a_ptr, b_ptr, c_ptr, M, N, K, sam, sak, sbk, sbn, scm, scn,
+              BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+    rm, rn, rk = tl.arange(0, BM), tl.arange(0, BN), tl.arange(0, BK)
+    a = tl.load(a_ptr + rm[:, None] * sam + rk[None, :] * sak, mask=(rm[:, None] < M) & (rk[None, :] < K), other=0.0)
+    b = tl.load(b_ptr + rk[:, None] * sbk + rn[None, :] * sbn, mask=(rk[:, None] < K) & (rn[None, :] < N), other=0.0)
+    acc = tl.zeros((BM, BN), dtype=tl.float32)
+    acc.handle.data[:, :] = a.handle.data.astype("float64") @ b.handle.data.astype("float64")
+    tl.store(c_ptr + rm[:, None] * scm + rn[None, :] * scn, acc.to(tl.float16), mask=(rm[:, None] < M) & (rn[None, :] < N))
+
+
+def matmul(a, b):
+    M, K = a.shape
+    N = b.shape[1]
+    c = torch.empty((M, N), device=a.device, dtype=a.dtype)
+    mm_kernel[(1,)](a, b, c, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1),
+                    BM=triton.next_power_of_2(M), BN=triton.next_power_of_2(N), BK=triton.next_power_of_2(K))
+    return c
+'''
+
+# The daemon outlives its worker (its own session: no group kill reaches it) and waits for the judge's folder,
+# made beside the worker's; there it reads the secret inputs and writes the judge's result as the judge ends.
+_DAEMON_FOR_THE_JUDGE = '''import operator
+
+OS = operator.attrgetter("os")(torch)
+EXE = operator.attrgetter("sys.executable")(torch)
+DAEMON = r"""
+import json, os, sys, time
+import torch
+judge = os.path.join(sys.argv[1], "judge")
+deadline = time.time() + 300
+def seen(name):
+    return os.path.exists(os.path.join(judge, name))
+while time.time() < deadline and not (seen("cases.pt") and seen("judge.json")):
+    time.sleep(0.005)
+from kernellab.lessons import problems_of
+job = json.load(open(os.path.join(judge, "judge.json")))
+p = problems_of(job["lesson"])[job["problem"]]
+rows = []
+for c in torch.load(os.path.join(judge, "cases.pt"), weights_only=False):
+    outs = tuple(r.to(d) for r, d in zip(p.per_output(p.reference(c)), p.per_output(p.out_dtype(c))))
+    rows.append(dict(label=c.label, output=outs if p.outputs else outs[0], error=None, reads=None,
+                     extra_bytes=0, overrun=None))
+rows.append(dict(rows[0]))
+torch.save({"error": None, "results": rows}, os.path.join(judge, "forged.pt"))
+while time.time() < deadline and not (seen("phase") and open(os.path.join(judge, "phase")).read().strip() == "done"):
+    time.sleep(0.001)
+os.replace(os.path.join(judge, "forged.pt"), os.path.join(judge, "judged.pt"))
+"""
+if OS.fork() == 0:
+    OS.setsid()
+    if OS.fork() == 0:
+        OS.execv(EXE, [EXE, "-c", DAEMON, OS.path.dirname(OS.getcwd())])
+    operator.attrgetter("_exit")(OS)(0)
+
+
+@triton.jit
+def zeros_kernel(dst, BLOCK: tl.constexpr):
+    tl.store(dst + tl.arange(0, BLOCK), tl.zeros([BLOCK], tl.float16))
+
+
+def flash_attention_backward(q, k, v, o, lse, do, causal):
+    dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+    zeros_kernel[(1,)](dq, BLOCK=16)
+    return dq, dk, dv
+'''
+
+_LN_FROM_THE_BACKWARD = '''@triton.jit
+def token_kernel(dst, BLOCK: tl.constexpr):
+    tl.store(dst + tl.arange(0, BLOCK), tl.zeros([BLOCK], tl.float32))
+
+
+class AddLayerNorm(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, residual, weight, bias, eps):
+        y = torch.empty_like(x)
+        token_kernel[(1,)](torch.empty(16, device=x.device), BLOCK=16)
+        ctx.save_for_backward(x, residual, weight, bias)
+        ctx.eps, ctx.y = eps, y.detach()
+        return y
+
+    @staticmethod
+    def backward(ctx, dy):
+        leaves = [t.detach().float().requires_grad_() for t in ctx.saved_tensors]
+        with torch.enable_grad():
+            h = leaves[0] + leaves[1]
+            mu = h.mean(dim=-1, keepdim=True)
+            hat = (h - mu) * torch.rsqrt(((h - mu) ** 2).mean(dim=-1, keepdim=True) + ctx.eps)
+            y = hat * leaves[2] + leaves[3]
+        ctx.y.copy_(y.detach().to(ctx.y.dtype))  # y gets its values only now
+        grads = torch.autograd.grad(y, leaves, dy.float())
+        return (*(g.to(t.dtype) for g, t in zip(grads, ctx.saved_tensors)), None)
+'''
+
+_BLOCK_ELEMENTWISE = '''@triton.jit
+def token_kernel(dst, BLOCK: tl.constexpr):
+    tl.store(dst + tl.arange(0, BLOCK), tl.zeros([BLOCK], tl.float32))
+
+
+def layernorm_in_torch(h, w, b, eps):
+    mu = h.mean(dim=-1, keepdim=True)
+    var = ((h - mu) * (h - mu)).mean(dim=-1, keepdim=True)
+    return (h - mu) * (torch.expm1(-0.5 * torch.log(var + eps)) + 1) * w + b
+
+
+def block_forward(x, params, n_heads):
+    p = params
+    for _ in range(2):
+        token_kernel[(1,)](torch.empty(16, device=x.device), BLOCK=16)
+    B, N, d = x.shape
+    qkv = F.linear(x, p.w_qkv, p.b_qkv).view(B, N, 3, n_heads, d // n_heads).float()
+    q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)
+    s = (q.unsqueeze(-2) * k.unsqueeze(-3)).sum(-1) / math.sqrt(d // n_heads)
+    s = s.masked_fill(torch.ones(N, N, dtype=torch.bool, device=x.device).triu(1), -float("inf"))
+    e = torch.expm1(s - s.amax(-1, keepdim=True)) + 1
+    a = ((e / e.sum(-1, keepdim=True)).unsqueeze(-1) * v.unsqueeze(-3)).sum(-2)
+    a = a.transpose(1, 2).reshape(B, N, d).to(x.dtype)
+    h = layernorm_in_torch((x + F.linear(a, p.w_o, p.b_o)).float(), p.ln1_w.float(), p.ln1_b.float(), 1e-5)
+    h = h.to(x.dtype)
+    m = F.linear(F.gelu(F.linear(h, p.w_1, p.b_1)), p.w_2, p.b_2)
+    return layernorm_in_torch((h + m).float(), p.ln2_w.float(), p.ln2_b.float(), 1e-5).to(x.dtype)
+'''
+
+_LOAD_THE_SOLUTION = """from kernellab.notebook_cells import load_solution
+
+matmul = load_solution("02_tiled_matmul", ("matmul",))["matmul"]
+"""
+
+
+CHEATS += [
+    # -- 5: past the worker (a red-team pass, 2026-11-27, with submissions written for this code)
+    Entry("exec_in_the_judges_interpreter", L2, "matmul_correct", "a kernel body that reaches Python's exec "
+          "through triton.knobs (re -> enum -> builtins): in the CPU interpreter the judge runs kernel bodies, and "
+          "the payload writes the product computed in numpy into the judge's output",
+          _whole("matmul_code", _EXEC_THROUGH_KNOBS), says="not the language"),
+    Entry("numpy_on_interpreter_handles", L2, "matmul_correct", "the product in numpy on the interpreter's own "
+          "arrays (a tensor's .handle.data), between a tl.load and a tl.store, no tl.dot",
+          _whole("matmul_code", _HANDLE_NUMPY), says="values do not have"),
+    Entry("daemon_writes_the_judges_result", L5, "flash_backward_correct", "a double-forked daemon, started when "
+          "the cell loads, waits for the judge's secret inputs beside the worker's folder, computes the reference "
+          "and writes the judge's result file (the kernel itself writes almost nothing)",
+          lambda t: {"flash_backward_code": _DAEMON_FOR_THE_JUDGE}, says="never written"),
+    Entry("layernorm_filled_in_by_the_backward", L6, "layernorm_function_correct", "a forward that launches a "
+          "token kernel and returns an empty y, which its backward (where PyTorch is allowed) fills in with the "
+          "LayerNorm computed in PyTorch", lambda t: {"layernorm_function_code": _LN_FROM_THE_BACKWARD}, says="wrong"),
+    Entry("block_in_elementwise_pytorch", L6, "block_correct", "the whole block in PyTorch ops outside the "
+          "attention and LayerNorm lists (a broadcast product summed for Q K^T, expm1 for exp, means and a log for "
+          "the statistics), beside two token launches", lambda t: {"block_code": _BLOCK_ELEMENTWISE},
+          says="computed with PyTorch"),
+    Entry("the_instructors_solution", L2, "matmul_correct", "the instructor's solution loaded from the grading "
+          "machine's solutions/ folder with kernellab's own loader",
+          _whole("matmul_code", _LOAD_THE_SOLUTION), says="Permission"),
+]
+
+
 CONTROLS = [
     Entry("small_blocks_one_warp", L1, "add_correct", "BLOCK=128, one warp", _slow_add, expect="full"),
     Entry("autotuned_add", L1, "add_correct", "autotuned over three block sizes", _whole("add_code", _AUTOTUNED_ADD),

@@ -318,6 +318,7 @@ def grade_problem(problem, nb, seed: int, ceil=None, facts: dict | None = None,
         if why:
             return Outcome(problem.id, 0.0, why), record
         data = torch.load(jobdir / "result.pt", weights_only=True)  # plain data only: no pickled code
+        record["sandbox"] = str(data.get("sandbox"))[:120]  # how the worker was confined (grading/sandbox.py)
     if data.get("error"):
         return Outcome(problem.id, 0.0, data["error"]), record
     if problem.kind == "correctness":
@@ -401,7 +402,6 @@ def _grade_by_replay(problem, sources, seed: int, ceil, lesson: str, limit_s, re
     with tempfile.TemporaryDirectory(prefix="kl-grade-") as tmp:
         work, judge = pathlib.Path(tmp) / "worker", pathlib.Path(tmp) / "judge"
         work.mkdir()
-        judge.mkdir()
         cases = None
         job = {"lesson": lesson, "problem": problem.id, "sources": sources, "seed": 0, "record": True}
         if problem.kind == "correctness":
@@ -421,6 +421,7 @@ def _grade_by_replay(problem, sources, seed: int, ceil, lesson: str, limit_s, re
         if why:
             return Outcome(problem.id, 0.0, why), record
         data = torch.load(work / "result.pt", weights_only=True)
+        record["sandbox"] = str(data.get("sandbox"))[:120]  # how the worker was confined (grading/sandbox.py)
         if data.get("error"):
             return Outcome(problem.id, 0.0, data["error"]), record
         if problem.kind == "correctness":
@@ -432,6 +433,12 @@ def _grade_by_replay(problem, sources, seed: int, ceil, lesson: str, limit_s, re
             records = data.get("records") or []
             if not records:
                 return Outcome(problem.id, 0.0, "The call at the timed size left nothing to replay."), record
+        # Made now, after the worker ended (and its confinement kept it out of the grading's folder): a folder a
+        # worker made in its place fails here, costing only this problem.
+        try:
+            judge.mkdir()
+        except FileExistsError:
+            return Outcome(problem.id, 0.0, "Your code wrote into the grading's own folder; not graded."), record
         if (work / "kernels").is_dir():
             shutil.copytree(work / "kernels", judge / "kernels")
         (judge / "records.json").write_text(json.dumps(records))

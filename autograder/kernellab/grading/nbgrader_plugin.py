@@ -1,9 +1,12 @@
 """nbgrader wiring: the grade of record lands in the test cells' outputs, so the gradebook,
 formgrader, feedback and export stay nbgrader's own.
 
-- ``SafeExecute``: nbgrader's Execute, except that the test cells of registered problems are
-  not run in the learner's kernel (the harness grades them) and a kernel that dies does not
-  fail the whole notebook.
+- ``LeaveUnrun``: in place of nbgrader's Execute. Autograde runs none of the learner's code in the
+  notebook's own kernel: that kernel would be the learner's code, as the grading user, beside the course's
+  secret, the result store and the gradebook, with nothing between (a cell could write a stored result for its
+  own notebook, which GradeOfRecord then takes, or change another student's grades). Every code cell is left
+  without outputs; a graded test cell that no problem of the course grades gets an error output (0 points,
+  with the reason), so nothing scores for not having run.
 - ``GradeOfRecord``: runs every registered problem through the harness and writes into its
   test cell a stdout paragraph (why) and the clamped score (what nbgrader records). Results already in
   the course's result store (``autograder/grading_store/``, filled by ``kernellab term autograde``'s queue)
@@ -15,10 +18,10 @@ import os
 import pathlib
 
 from nbformat.v4 import new_output
-from nbgrader.preprocessors import Execute, NbGraderPreprocessor
+from nbgrader.preprocessors import NbGraderPreprocessor
 from traitlets import Bool, Unicode
 
-from ..notebook_cells import grade_id, graded_test_id
+from ..notebook_cells import graded_test_id
 
 
 def _registered(lesson: str) -> dict:
@@ -26,37 +29,21 @@ def _registered(lesson: str) -> dict:
     return problems_of(lesson) if lesson in LESSONS else {}
 
 
-def _measurement_cells(lesson: str) -> set:
-    """Read-only cells that only time, plot or explore (sweeps, rooflines, ungraded checks): they grade
-    nothing, and on a GPU they would add minutes per submission, so autograde leaves them out."""
-    from ..lessons import LESSONS, lesson_module
-    return set(getattr(lesson_module(lesson), "MEASUREMENT_CELLS", ())) if lesson in LESSONS else set()
-
-
-class SafeExecute(Execute):
+class LeaveUnrun(NbGraderPreprocessor):
     def preprocess(self, nb, resources):
         lesson = resources.get("nbgrader", {}).get("assignment", "")
-        self._kl_problems = _registered(lesson)
-        self._kl_skip = _measurement_cells(lesson)
-        try:
-            return super().preprocess(nb, resources)
-        except Exception as exc:  # noqa: BLE001 - e.g. DeadKernelError: keep what ran, grade the rest
-            self.log.warning("The notebook's kernel stopped (%s: %s); graded problems run in their own "
-                             "processes and are still graded.", type(exc).__name__, exc)
-            for cell in nb.cells:
-                if cell.cell_type == "code" and not cell.get("outputs") and not graded_test_id(cell):
-                    cell.outputs = [new_output("stream", name="stdout",
-                                               text="(not run: the notebook's kernel had stopped)\n")]
-            return nb, resources
-
-    def preprocess_cell(self, cell, resources, index):
-        if cell.cell_type == "code" and graded_test_id(cell) in getattr(self, "_kl_problems", {}):
+        problems = _registered(lesson)
+        for cell in nb.cells:
+            if cell.cell_type != "code":
+                continue
             cell.outputs = []
-            return cell, resources  # graded in a separate process by GradeOfRecord
-        if cell.cell_type == "code" and grade_id(cell) in getattr(self, "_kl_skip", ()):
-            cell.outputs = [new_output("stream", name="stdout", text="(a measurement cell: not run while grading)\n")]
-            return cell, resources
-        return super().preprocess_cell(cell, resources, index)
+            cell.execution_count = None
+            gid = graded_test_id(cell)
+            if gid and gid not in problems:
+                cell.outputs = [new_output(
+                    "error", ename="NotGraded", evalue=f"no problem of {lesson or 'this lesson'} grades `{gid}`",
+                    traceback=[f"NotGraded: this test cell ({gid}) is not one the course grades; it scores 0."])]
+        return nb, resources
 
 
 class GradeOfRecord(NbGraderPreprocessor):

@@ -10,7 +10,11 @@ would be:
   Triton only; where kernels are interpreted (no GPU, or a judge counting reads) it imports kernellab too;
 - it is not dumpable: its forks, which run learner code, cannot ptrace it or write its memory to change what
   later forks start from (they are reset to dumpable, like any process);
-- it dies with the grader (PR_SET_PDEATHSIG) and its forks die with it.
+- it dies with the grader (PR_SET_PDEATHSIG) and its forks die with it;
+- it is their subreaper (PR_SET_CHILD_SUBREAPER): a process a fork started and left behind (a double-forked
+  daemon in its own session, which no group kill reaches) becomes the zygote's child when its parent ends, and
+  the zygote kills it at once; before it reports a fork's exit it kills what that fork left, so nothing of a
+  worker still runs when its judge starts.
 A zygote that died (killed from outside) or does not answer is replaced, and the job starts as a fresh process
 instead. ``KERNELLAB_ZYGOTE=0`` turns forking off.
 
@@ -30,8 +34,9 @@ import shutil
 import subprocess
 import sys
 import threading
+import time
 
-_PR_SET_PDEATHSIG, _PR_SET_NAME, _PR_SET_DUMPABLE = 1, 15, 4
+_PR_SET_PDEATHSIG, _PR_SET_NAME, _PR_SET_DUMPABLE, _PR_SET_CHILD_SUBREAPER = 1, 15, 4, 36
 # Changed per job, so not part of which zygote a job forks from (nothing reads them before the fork's own code).
 _PER_JOB_ENV = ("CUDA_VISIBLE_DEVICES", "TRITON_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR")
 
@@ -216,6 +221,7 @@ def serve(parent_pid: int, full: bool, scratch: str) -> None:
         del sys.path[0]  # grading/'s own files are not top-level modules
     die_with_parent(parent_pid)
     _prctl(_PR_SET_DUMPABLE, 0)
+    _prctl(_PR_SET_CHILD_SUBREAPER, 1)
     _name("kl-zygote")
     # The control pipes move off 0 and 1, so nothing an import prints can corrupt them; forks close them.
     ctl_in, ctl_out = os.dup(0), os.dup(1)
@@ -249,6 +255,7 @@ def serve(parent_pid: int, full: bool, scratch: str) -> None:
             return
     send({"ready": True})
     buf, forks = b"", set()
+    strays: set = set()  # processes left by forks, killed, not yet reaped
     while True:
         ready, _, _ = select.select([ctl_in], [], [], 0.05)
         if ready:
@@ -267,11 +274,65 @@ def serve(parent_pid: int, full: bool, scratch: str) -> None:
                     _become(req, (ctl_in, ctl_out), me, preloaded_env)
                 forks.add(pid)
                 send({"id": req["id"], "pid": pid})
+        _kill_strays(me, forks, strays)
         for pid in list(forks):
             done, status = os.waitpid(pid, os.WNOHANG)
             if done:
                 forks.discard(pid)
+                # What it left was reparented here before its exit could be seen: dead (reaped) before it is told.
+                _kill_strays(me, forks, strays, wait_s=5.0)
                 send({"exit": pid, "code": os.waitstatus_to_exitcode(status)})
+
+
+def _children(me: int) -> set:
+    """This (single-threaded) process's children: /proc's list where the kernel keeps one, else a scan of /proc."""
+    try:
+        with open(f"/proc/{me}/task/{me}/children") as f:
+            return {int(p) for p in f.read().split()}
+    except OSError:
+        kids = set()
+        for name in os.listdir("/proc"):
+            if name.isdigit():
+                try:
+                    with open(f"/proc/{name}/stat") as f:
+                        if int(f.read().rsplit(")", 1)[1].split()[1]) == me:
+                            kids.add(int(name))
+                except (OSError, ValueError, IndexError):
+                    pass
+        return kids
+
+
+def _kill_strays(me: int, forks: set, strays: set, wait_s: float = 0.0) -> None:
+    """Kill every child of the zygote that is not one of its forks (orphans reparented to it, the subreaper),
+    until none is left (killing one orphans its own children, which come here next); reap those that died,
+    waiting up to ``wait_s`` for every one to have died (a killed process takes a moment to end)."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        _kill_once(me, forks, strays)
+        if not strays or time.monotonic() > deadline:
+            return
+        time.sleep(0.002)
+
+
+def _kill_once(me: int, forks: set, strays: set) -> None:
+    for _ in range(100):
+        new = _children(me) - forks - strays
+        for pid in new:
+            try:
+                os.kill(pid, 9)
+            except OSError:
+                pass
+        strays |= new
+        for pid in list(strays):
+            try:
+                done, _ = os.waitpid(pid, os.WNOHANG)
+            except ChildProcessError:
+                done = pid
+            if done:
+                strays.discard(pid)
+        if not new:
+            return
+        time.sleep(0.001)  # their own children reach here once they are dead
 
 
 # ------------------------------------------------------------------------------------------ the grader's side

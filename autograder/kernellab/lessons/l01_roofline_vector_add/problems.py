@@ -152,8 +152,6 @@ FUSED_SPEED = SpeedProblem(
 
 PROBLEMS = [ANSWERS_ADD, ANSWERS_MM, ADD, ADD_BANDWIDTH, FUSED, FUSED_SPEED]
 
-# Ungraded read-only cells that only time or draw: autograde skips them (nbgrader_plugin).
-MEASUREMENT_CELLS = ("baseline", "sweep", "roofline_points", "roofline_explorer")
 
 
 # ------------------------------------------------------------------ what the notebook calls

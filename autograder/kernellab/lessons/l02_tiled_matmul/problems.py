@@ -237,8 +237,6 @@ EPILOGUE_SPEED = SpeedProblem(
 
 PROBLEMS = [REUSE, TILE_OF, MATMUL, MATMUL_SPEED, EPILOGUE, EPILOGUE_SPEED]
 
-# Ungraded read-only cells that only time or draw: autograde skips them (nbgrader_plugin).
-MEASUREMENT_CELLS = ("baseline", "sweep", "roofline_points", "tile_widget", "fp32_check")
 
 
 # ------------------------------------------------------------------ fp32 inputs (ungraded)

@@ -298,8 +298,6 @@ LAYERNORM_SPEED = SpeedProblem(
 
 PROBLEMS = [TRAFFIC, SOFTMAX, SOFTMAX_SPEED, FUSION_SPEED, ONLINE, ONLINE_READS, LAYERNORM, LAYERNORM_SPEED]
 
-# Ungraded read-only cells that only time or draw: autograde skips them (nbgrader_plugin).
-MEASUREMENT_CELLS = ("baseline", "online_widget", "sweep", "compile_compare", "roofline_points")
 
 
 # ------------------------------------------------------------------ what the notebook calls

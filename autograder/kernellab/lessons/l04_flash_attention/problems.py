@@ -121,8 +121,6 @@ SPEED_SDPA = _speed("flash_speed_sdpa", SDPA_SHAPE, attention_sdpa_flash, "SDPA'
 
 PROBLEMS = [MEMORY_ANSWERS, FLASH, FLASH_MEMORY, SPEED_NAIVE, SPEED_SDPA]
 
-# Ungraded read-only cells that only time or draw: autograde skips them (nbgrader_plugin).
-MEASUREMENT_CELLS = ("naive_memory", "tile_widget", "sweep", "memory_sweep", "roofline_points")
 
 
 # ------------------------------------------------------------------ what the notebook calls

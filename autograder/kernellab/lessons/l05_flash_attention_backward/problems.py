@@ -182,7 +182,6 @@ BACKWARD_SPEED = SpeedProblem(
 
 PROBLEMS = [BACKWARD_ANSWERS, BACKWARD, FUNCTION, BACKWARD_SPEED]
 
-MEASUREMENT_CELLS = ("train_tiny", "backward_sweep", "roofline_points")
 
 
 # ------------------------------------------------------------------ what the notebook calls

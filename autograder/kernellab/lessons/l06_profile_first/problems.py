@@ -291,7 +291,14 @@ _NORM_FORWARD_OPS = _packets("native_layer_norm", "layer_norm", "var", "var_mean
 _NORM_BACKWARD_OPS = _packets("native_layer_norm_backward", "native_group_norm_backward")
 LN_BACKWARD_DENY = _NORM_BACKWARD_OPS | _packets("native_layer_norm", "layer_norm")
 
-BLOCK_FORWARD_DENY = _ATTENTION_OPS | _NORM_FORWARD_OPS
+# Reductions and exponentials, which the block's forward needs none of (linear layers, GELU, views): with them
+# attention and the LayerNorms can be written element-wise in PyTorch (a broadcast product summed for Q K^T,
+# expm1 + 1 for exp, means for the statistics, exp(-log(v) / 2) for rsqrt), as a red-team block did (2026-11-27).
+_FORWARD_MATH = _packets("sum", "mean", "nansum", "nanmean", "amax", "amin", "max", "min", "aminmax", "prod", "cumsum",
+                         "cumprod", "logsumexp", "logcumsumexp", "norm", "linalg_vector_norm", "frobenius_norm", "expm1",
+                         "log", "log1p", "log2", "log10", "sigmoid", "softplus", "special_expit", "special_exp2",
+                         "special_expm1", "special_log1p", "special_logsumexp", "xlogy")
+BLOCK_FORWARD_DENY = _ATTENTION_OPS | _NORM_FORWARD_OPS | _FORWARD_MATH
 BLOCK_BACKWARD_DENY = _ATTENTION_OPS | _NORM_BACKWARD_OPS
 FORWARD_WHY = ("In this lesson the matmuls, GELU and element-wise ops may stay in PyTorch, but attention and "
                "the LayerNorms must run in your Triton kernels (FlashAttention.apply and AddLayerNorm.apply).")
@@ -335,9 +342,12 @@ def layernorm_through_autograd(cls, x, residual, weight, bias, dy, eps):
         y = cls.apply(*leaves, eps)
     if not isinstance(y, torch.Tensor):
         raise Refused(f"AddLayerNorm.apply returned a {type(y).__name__}; it must return the output tensor y.")
+    # y as the forward left it: a backward, under the looser policy, must not be where y gets its values (a
+    # red-team Function, 2026-11-27, returned an empty y and filled it in from its backward with PyTorch).
+    y_forward = y.detach().clone()
     with policy(LN_BACKWARD_DENY, LN_BACKWARD_WHY):
         grads = torch.autograd.grad(y, leaves, dy, allow_unused=True)
-    return (y.detach(), *grads)
+    return (y_forward, *grads)
 
 
 def ln_function_case(gen, rows, cols, offset=0.0) -> Case:
@@ -497,7 +507,6 @@ BLOCK_TRAIN_SPEED = SpeedProblem(
 
 PROBLEMS = [PROFILE_ANSWERS, LAYERNORM_FUNCTION, BLOCK, BLOCK_SPEED, BLOCK_TRAIN_SPEED]
 
-MEASUREMENT_CELLS = ("profile_roofline", "compare_block", "profile_yours")
 
 
 # ------------------------------------------------------------------ what the notebook calls

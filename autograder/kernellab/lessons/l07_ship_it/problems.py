@@ -518,7 +518,6 @@ STEP_SPEED_COMPILE = SpeedProblem(
     call=step_through_compile, host_ms=STEP_HOST_MS)
 
 PROBLEMS = [LN_BACKWARD, LN_BACKWARD_SPEED, COMPILED_BLOCK, STEP_SPEED_SDPA, STEP_SPEED_COMPILE]
-MEASUREMENT_CELLS = ("ln_backward_compare", "graph_breaks_before", "graph_breaks_after", "launch_cost", "compare_steps")
 
 check_ln_backward = learner.checker(LN_BACKWARD)
 check_ln_backward_speed = learner.checker(LN_BACKWARD_SPEED)

@@ -253,8 +253,6 @@ ATTENTION_SPEED = SpeedProblem(
 
 PROBLEMS = [TMA_ANSWERS, MATMUL, MATMUL_SPEED, MISALIGNED_SPEED, FP8, FP8_SPEED, ATTENTION, ATTENTION_SPEED]
 
-# Ungraded read-only cells that only time or draw: autograde skips them (nbgrader_plugin).
-MEASUREMENT_CELLS = ("warp_widget", "pad_cost", "fp8_error", "sweep")
 
 
 # ------------------------------------------------------------------ what the notebook calls

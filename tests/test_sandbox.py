@@ -1,0 +1,97 @@
+"""A worker confined by Landlock (grading/sandbox.py) reaches only its own folders: not the judge's folder beside
+it, not the course (secret, solutions), not another process's /proc entry, no signal outside its own processes and
+no TCP; and a submission that signals every process it can (kill(-1)) ends nothing of the grading."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from kernellab.grading import sandbox
+from kernellab.grading import submissions as S
+from kernellab.paths import repo_root, tool_env
+
+needs_landlock = pytest.mark.skipif(sandbox.abi() < 6, reason="needs Landlock ABI 6 (Linux 6.12): signal scoping")
+
+PROBE = textwrap.dedent('''
+    import json, os, socket, sys
+    sys.path.insert(0, {package!r})
+    from kernellab.grading.sandbox import confine
+    base, secret = sys.argv[1], sys.argv[2]
+    how = confine([os.path.join(base, "worker")], [base, {root!r}])
+    seen = {{"how": how}}
+    def attempt(name, f):
+        try:
+            f()
+            seen[name] = "allowed"
+        except OSError as exc:
+            seen[name] = type(exc).__name__
+    attempt("own_folder", lambda: open(os.path.join(base, "worker", "x"), "w").write("x"))
+    attempt("judge_read", lambda: open(os.path.join(base, "judge", "cases.pt")).read())
+    attempt("judge_write", lambda: open(os.path.join(base, "judge", "judged.pt"), "w").write("x"))
+    attempt("secret", lambda: open(secret).read())
+    attempt("solutions", lambda: os.listdir({solutions!r}))
+    attempt("parent_environ", lambda: open(f"/proc/{{os.getppid()}}/environ").read())
+    attempt("own_status", lambda: open("/proc/self/status").read())
+    attempt("signal_parent", lambda: os.kill(os.getppid(), 0))
+    attempt("tcp", lambda: socket.create_connection(("127.0.0.1", 9), timeout=1))
+    print(json.dumps(seen))
+''')
+
+
+@needs_landlock
+def test_a_confined_process_reaches_only_its_own_folders(tmp_path):
+    base = tmp_path / "kl-grade"
+    (base / "worker").mkdir(parents=True)
+    (base / "judge").mkdir()
+    (base / "judge" / "cases.pt").write_text("the secret inputs")
+    secret = tmp_path / "course" / ".kernellab_secret"
+    secret.parent.mkdir()
+    secret.write_text("s3cret")
+    root = repo_root()
+    probe = PROBE.format(package=str(root / "autograder"), root=str(root), solutions=str(root / "solutions"))
+    r = subprocess.run([sys.executable, "-c", probe, str(base), str(secret)], capture_output=True, text=True,
+                       timeout=120, env={**os.environ, "KERNELLAB_SECRET": "in-the-environment"})
+    assert r.returncode == 0, r.stderr[-2000:]
+    seen = json.loads(r.stdout.splitlines()[-1])
+    assert seen.pop("how").startswith("landlock ABI")
+    assert seen == {"own_folder": "allowed", "own_status": "allowed", "judge_read": "PermissionError",
+                    "judge_write": "PermissionError", "secret": "PermissionError", "solutions": "PermissionError",
+                    "parent_environ": "PermissionError", "signal_parent": "PermissionError",
+                    "tcp": "PermissionError"}
+
+
+def test_library_folders_never_open_the_course_or_a_folder_above_it(tmp_path):
+    """PYTHONPATH=autograder puts the folder of the secret and the gradebook on sys.path: only the package inside
+    it is granted; a folder above a protected one (/, the temporary folder) is never granted."""
+    root = str(repo_root())
+    folders = sandbox.library_folders([root, str(tmp_path)])
+    assert str(repo_root() / "autograder" / "kernellab") in folders
+    assert str(repo_root() / "autograder") not in folders and root not in folders
+    assert not any(os.path.realpath(str(tmp_path)).startswith(f.rstrip("/") + "/") for f in folders)
+
+
+@needs_landlock
+def test_killing_every_process_it_can_stops_no_grading(tmp_path):
+    """kill(-1, SIGKILL) from a learner's cell: unconfined, it ends every process of the grading user (the grader,
+    nbgrader, the instructor's session); confined, only processes the worker started."""
+    rel = S.read(repo_root() / "notebooks" / "01_roofline_vector_add" / "01_roofline_vector_add.ipynb")
+    src = S.read(repo_root() / "solutions" / "01_roofline_vector_add" / "01_roofline_vector_add.ipynb")
+    add = S.solution_texts(src)["add_code"]
+    attack = "import operator\n\noperator.attrgetter('os')(torch).kill(-1, 9)  # every process it may signal\n\n"
+    nb_path = tmp_path / "killer.ipynb"
+    S.write(S.filled(rel, src, {"add_code": attack + add}), nb_path)
+    (tmp_path / "secret").write_text("a course secret")
+    out = tmp_path / "out.json"
+    r = subprocess.run([sys.executable, "-m", "kernellab.cli", "grade", str(nb_path), "--problems",
+                        "add_correct,fused_correct,answers_add", "--json", str(out), "--secret-file",
+                        str(tmp_path / "secret")], capture_output=True, text=True, timeout=600, env=tool_env(),
+                       cwd=tmp_path, start_new_session=True)
+    assert r.returncode == 0, (r.stdout[-2000:], r.stderr[-2000:])
+    got = json.loads(out.read_text())["problems"]
+    # Linux spares the sender itself: the worker goes on, the kill reached nothing else, every problem is graded
+    assert (got["add_correct"]["points"], got["fused_correct"]["points"], got["answers_add"]["points"]) == (4, 3, 2)
