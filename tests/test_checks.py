@@ -190,3 +190,18 @@ def test_interleaved_alternates_the_contenders_with_any_timer():
     got = interleaved({"a": "A", "b": "B"}, 3, timer=lambda f: order.append(f) or {"A": 1.0, "B": 2.0}[f])
     assert order == ["A", "B", "B", "A", "A", "B"]
     assert got["a"] == 1.0 and got["b"] == 2.0 and got["a_all"] == [1.0, 1.0, 1.0]
+
+
+def test_silu_gate_where_it_cancels_is_judged_against_a_floor_not_its_own_tiny_value():
+    """x * sigmoid(x) * y + x near 0 (y = -1 / sigmoid(x)): an honest float32 result is off by float32's rounding of
+    |x|, a large part of the tiny output; against the floor it passes, and a wrong kernel still fails."""
+    from kernellab.compare import compare
+    from kernellab.lessons.l01_roofline_vector_add.problems import FUSED_FLOOR, silu_gate_eager, silu_gate_reference
+    x = torch.tensor([2.0, -3.0, 0.7])
+    y = (-1.0 / torch.sigmoid(x.double())).float()
+    ref = silu_gate_reference(x, y)
+    honest = silu_gate_eager(x, y)
+    assert ref.abs().max() < 1e-5  # it cancels
+    assert not compare(honest, ref).ok  # judged against its own value, the honest result fails
+    assert compare(honest, ref, floor=FUSED_FLOOR["output"]).ok
+    assert not compare(x * torch.sigmoid(x) * y, ref, floor=FUSED_FLOOR["output"]).ok  # "+ x" forgotten

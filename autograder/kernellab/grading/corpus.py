@@ -40,6 +40,9 @@ class Entry:
     says: str = ""  # a phrase the grade's message must contain (the defence that caught it)
     budget_s: float | None = None  # a shorter per-phase budget (endless loops)
     max_value: float | None = None  # "kernel": the most its measured ratio may be (what its own kernel earns)
+    # Defeated only by the worker's confinement (grading/sandbox.py): on a kernel without Landlock it gains its
+    # points, and the report says so rather than pass it.
+    confined: bool = False
 
     @property
     def honest(self) -> bool:
@@ -850,7 +853,7 @@ CHEATS += [
           says="computed with PyTorch"),
     Entry("the_instructors_solution", L2, "matmul_correct", "the instructor's solution loaded from the grading "
           "machine's solutions/ folder with kernellab's own loader",
-          _whole("matmul_code", _LOAD_THE_SOLUTION), says="Permission"),
+          _whole("matmul_code", _LOAD_THE_SOLUTION), says="Permission", confined=True),
 ]
 
 

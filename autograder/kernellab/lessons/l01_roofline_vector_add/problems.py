@@ -93,11 +93,17 @@ def silu_gate_eager(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     return u + x
 
 
+# x * sigmoid(x) * y + x cancels where sigmoid(x) * y is near -1: there an honest float32 kernel's error, which
+# follows |x|, is large against the output itself (n=1: 2.6e-5 of its value, over float32's 1e-5, in a CI run of
+# 2026-11-27). So the error is judged against an RMS of at least 0.05, twenty times under the smallest the
+# inputs' scales give (0.5 to 8): a kernel in too low a precision, or a wrong one, is still off by far more.
+FUSED_FLOOR = {"output": 0.05}
+
 FUSED = CorrectnessProblem(
     "fused_correct", 3, ("silu_gate",), "silu_gate(x, y)", signature="silu_gate(x, y)",
     make_cases=_elementwise_cases(2),
     reference=lambda c: silu_gate_reference(*c.inputs),
-    out_dtype=_same_dtype, out_shape=_same_shape)
+    out_dtype=_same_dtype, out_shape=_same_shape, norm_floor=FUSED_FLOOR)
 
 
 # ------------------------------------------------------------------ speed
