@@ -13,8 +13,9 @@ A red-team submission (2026-11-27) forked a daemon from its worker that waited f
 stopped the judge, wrote the judge's own reference in as its result and scored full points on any replayed
 problem; another killed the grading process from an answers cell. Both are what this removes.
 
-Older kernels have less of Landlock (ABI 1-5: files only, or files and TCP); a kernel without it leaves the
-worker unconfined, and the grading record says which (``describe``). Nothing here is a reason to refuse to grade.
+Older kernels have less of Landlock (ABI 2-5: files only, or files and TCP); a kernel without it, or with ABI 1
+(Linux 5.13-5.18, which refuses every rename between folders, as Triton's cache does), leaves the worker
+unconfined, and the grading record says which. Nothing here is a reason to refuse to grade.
 """
 from __future__ import annotations
 
@@ -102,7 +103,9 @@ def confine(writable: list[str], protect: list[str]) -> str:
     version = abi()
     if version < 1:
         return "not confined: this kernel has no Landlock"
-    fs = _READ | _WRITE | (_REFER if version >= 2 else 0) | (_TRUNCATE if version >= 3 else 0)
+    if version < 2:  # ABI 1 refuses every rename between folders, and Triton's cache moves each file it writes
+        return "not confined: Landlock ABI 1 (Linux 5.13-5.18) cannot allow Triton's cache to move its files"
+    fs = _READ | _WRITE | _REFER | (_TRUNCATE if version >= 3 else 0)
     net = (_BIND_TCP | _CONNECT_TCP) if version >= 4 else 0
     scoped = (_SCOPE_ABSTRACT_UNIX | _SCOPE_SIGNAL) if version >= 6 else 0
     libc = _libc()
@@ -122,6 +125,8 @@ def confine(writable: list[str], protect: list[str]) -> str:
             return f"not confined: no_new_privs refused ({os.strerror(ctypes.get_errno())})"
         if libc.syscall(_RESTRICT, ctypes.c_int(ruleset), ctypes.c_uint32(0)) != 0:
             return f"not confined: landlock_restrict_self failed ({os.strerror(ctypes.get_errno())})"
+    except OSError as exc:  # a rule the kernel refused: nothing was applied yet
+        return f"not confined: {exc}"
     finally:
         os.close(ruleset)
     what = ["files"] + (["TCP"] if net else []) + (["signals", "abstract sockets"] if scoped else [])
@@ -144,8 +149,3 @@ def _allow(libc, ruleset: int, path: str, access: int) -> None:
     finally:
         os.close(fd)
 
-
-def describe() -> str:
-    """What ``confine`` would do on this machine, for a person ("landlock ABI 7" or why not)."""
-    v = abi()
-    return f"landlock ABI {v}" if v else "no Landlock: grading processes are not confined"
