@@ -120,6 +120,10 @@ class CorrectnessProblem(Problem):
     # False where the problem lets PyTorch compute part of the result (lesson 06's block: cuBLAS
     # matmuls make the outputs, not an allocation of the learner's); the other checks still apply.
     own_outputs: bool = True
+    # The ``call`` runs only the learner's kernels and allowed torch calls (lesson 05's Function: its forward and
+    # backward through autograd), so the judge can replay what it recorded as it replays a kernel problem
+    # (grading/harness.replayable). Graded in the worker only, numpy on .numpy() views behind token launches passed.
+    replay_call: bool = False
 
     kind = "correctness"
 

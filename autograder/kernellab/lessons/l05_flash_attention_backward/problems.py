@@ -132,7 +132,8 @@ FUNCTION = CorrectnessProblem(
     "attention_function_correct", 3, ("FlashAttention",), "FlashAttention.apply(q, k, v, causal) and its gradients",
     signature="FlashAttention.apply(q, k, v, causal)", make_cases=_function_cases, reference=_function_reference,
     out_dtype=lambda c: (torch.float16,) * 4, out_shape=lambda c: (tuple(c.inputs[0].shape),) * 4,
-    hints=BWD_HINTS, outputs=("output", "dq", "dk", "dv"), call=through_autograd, validate=_is_function)
+    hints=BWD_HINTS, outputs=("output", "dq", "dk", "dv"), call=through_autograd, validate=_is_function,
+    replay_call=True)
 
 
 # ------------------------------------------------------------------ speed
