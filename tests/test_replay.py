@@ -165,10 +165,25 @@ TL = {"tl": {"module": "triton.language"}}
     ("import os", "import"),
     ("tl.store(x_ptr + offs, np.sum(offs))", "module `numpy`"),
     ("tl.store(x_ptr + offs, [v for v in offs])", "listcomp"),
+    ("triton.knobs.re.enum.bltns.exec('x = 1', {})", "not the language"),  # Python's builtins, via re and enum
+    ("tl.core.builtins.exec('x = 1')", "not part of the Triton language"),
+    ("tl.store(x_ptr + offs, offs.handle.data.sum())", "values do not have"),  # the interpreter's numpy array
+    ("tl.static_print('a\\ndef k(x_ptr, n, BLOCK):')", "across lines"),
 ])
 def test_kernels_that_are_not_pure_triton_are_refused(body, why):
-    globs = dict(TL, helper={"other": "function"}, np={"module": "numpy"})
+    globs = dict(TL, helper={"other": "function"}, np={"module": "numpy"}, triton={"module": "triton"})
     assert why in (purity_problem(_entry(KERNEL.format(body=body), globs)) or "")
+
+
+def test_a_docstring_is_not_what_the_judge_runs():
+    """The interpreter finds a kernel in its source by its last ``def`` line: a docstring holding one, and the body
+    it wanted run, was run in place of the checked body (a red-team kernel). The judge drops the docstring."""
+    from kernellab.kernel_source import _function
+    src = ('def k(x_ptr, n, BLOCK: tl.constexpr):\n    """Adds.\ndef k(x_ptr, n, BLOCK):\n    exec(PAYLOAD)\n    #"""\n'
+           '    offs = tl.arange(0, BLOCK)\n')
+    assert purity_problem(_entry(src, TL)) is None  # what remains is pure
+    import ast
+    assert "exec" not in ast.unparse(_function(src)) and "Adds" not in ast.unparse(_function(src))
 
 
 def test_pure_kernels_pass_the_check():

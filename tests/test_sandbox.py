@@ -95,3 +95,34 @@ def test_killing_every_process_it_can_stops_no_grading(tmp_path):
     got = json.loads(out.read_text())["problems"]
     # Linux spares the sender itself: the worker goes on, the kill reached nothing else, every problem is graded
     assert (got["add_correct"]["points"], got["fused_correct"]["points"], got["answers_add"]["points"]) == (4, 3, 2)
+
+
+def test_the_grader_reads_a_workers_folder_without_following_what_it_planted(tmp_path):
+    """A worker may replace anything in its own folder before it ends: a link to the course secret, a named pipe
+    (whose read would block forever), a link to /dev/zero among its kernel files, a link under an answer's name.
+    The grading process follows none of them (grading/worker_files.py; a red-team worker, 2026-11-27, got the
+    secret into the grading record through its log, and hung the grading with a pipe)."""
+    from kernellab.grading import worker_files as W
+    secret = tmp_path / "secret"
+    secret.write_text("s3cret")
+    work = tmp_path / "worker"
+    (work / "kernels").mkdir(parents=True)
+    os.symlink(secret, work / "child.log")
+    os.mkfifo(work / "phase")
+    assert W.tail(work / "child.log") == "" and W.tail(work / "phase") == ""
+    for path in (work / "child.log", work / "phase"):
+        with pytest.raises(OSError):
+            W.read_bytes(path, 100)
+    (work / "kernels" / "k.cubin").write_bytes(b"\x7fELF" + b"x" * 100)
+    (work / "kernels" / "big.json").write_bytes(b"{}" * 100)
+    os.symlink("/dev/zero", work / "kernels" / "zero")
+    os.symlink(secret, work / "kernels" / "k.json")
+    os.mkfifo(work / "kernels" / "pipe")
+    W.copy_regular_files(work / "kernels", tmp_path / "judge", limit_each=150)
+    assert sorted(os.listdir(tmp_path / "judge")) == ["k.cubin"]  # big.json is over the limit
+    os.symlink(secret, work / "go")
+    with pytest.raises(FileExistsError):
+        W.write_new(work / "go", "go")
+    assert secret.read_text() == "s3cret"
+    W.write_new(work / "fresh", "go")
+    assert (work / "fresh").read_text() == "go"

@@ -41,13 +41,19 @@ _FORBIDDEN = (ast.Lambda, ast.Import, ast.ImportFrom, ast.Global, ast.Nonlocal, 
 
 
 def _function(source: str) -> ast.FunctionDef:
-    """The one function a recorded source holds, without its decorators (the judge applies triton.jit)."""
+    """The one function a recorded source holds, without its decorators (the judge applies triton.jit) and
+    without statements that are only a constant (a docstring): the interpreter finds the function in the rebuilt
+    text by its ``def`` line, and a docstring holding a line ``def ...`` (and the body it wanted run) was taken
+    for the function (a red-team kernel, 2026-11-27: its checked body was one tl.program_id, its run body exec)."""
     tree = parse_python(source)
     fns = [n for n in tree.body if isinstance(n, ast.FunctionDef)]
     if len(tree.body) != 1 or len(fns) != 1:
         raise ValueError("the recorded source is not one function definition")
-    fns[0].decorator_list = []
-    return fns[0]
+    fn = fns[0]
+    fn.decorator_list = []
+    fn.body = [n for n in fn.body if not (isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant))] or \
+        [ast.Pass()]
+    return fn
 
 
 def purity_problem(entry: dict) -> str | None:
@@ -70,6 +76,9 @@ def purity_problem(entry: dict) -> str | None:
     local = params | stored
     nodes = [n for n in ast.walk(fn) if n is not fn]
     for node in nodes:  # constructs first: they say most plainly what is wrong
+        if isinstance(node, ast.Constant) and _spans_lines(node.value):
+            return (f"the kernel `{name}` holds a string across lines (line {getattr(node, 'lineno', '?')}), "
+                    "which a Triton kernel does not need")
         if isinstance(node, _FORBIDDEN) or isinstance(node, ast.FunctionDef):
             return (f"the kernel `{name}` uses {type(node).__name__.lower()} (line {getattr(node, 'lineno', '?')}), "
                     "which a Triton kernel does not")
@@ -89,6 +98,16 @@ def purity_problem(entry: dict) -> str | None:
             if why:
                 return f"the kernel `{name}` {why} (line {node.lineno})"
     return None
+
+
+_LINE_BREAKS = ("\n", "\r", "\x0b", "\x0c", "\x1c", "\x1d", "\x1e", "\x85", "\u2028", "\u2029")
+
+
+def _spans_lines(value) -> bool:
+    """A string or bytes constant with a line break in it (str.splitlines' breaks)."""
+    if isinstance(value, bytes):
+        value = value.decode("latin-1")
+    return isinstance(value, str) and any(c in value for c in _LINE_BREAKS)
 
 
 def _is_constexpr_annotation(node) -> bool:
@@ -231,6 +250,10 @@ def build(entries: dict, kid: str, made: dict | None = None):
     module = ast.Module(body=[fn_ast], type_ignores=[])
     filename = f"<kernellab-replay-{kid}>"
     text = ast.unparse(module) + "\n"
+    lines = text.splitlines()
+    if not lines or not lines[0].startswith("def ") or \
+            any(line.lstrip().startswith(("def ", "@", "class ")) for line in lines[1:]):
+        raise ValueError(f"the kernel `{entry['name']}` does not read back as one function")
     linecache.cache[filename] = (len(text), None, text.splitlines(True), filename)  # Triton reads the source
     namespace = {"triton": triton, "tl": tl, "__builtins__": __builtins__}
     for name, g in entry.get("globals", {}).items():

@@ -869,6 +869,32 @@ class FlashAttention(torch.autograd.Function):
         return (*grads, None)
 '''
 
+# The payload (it finds the replay's output and the case's inputs on the stack) sits inside the docstring itself:
+# nothing the checked body reads, so nothing the record must carry.
+_DOCSTRING_PAYLOAD = ["import sys", "f, replay, views = sys._getframe(), None, None", "while f is not None:",
+                      "    if replay is None and hasattr(f.f_locals.get('self'), 'rec') and 'bases' in f.f_locals:",
+                      "        replay, bases = f.f_locals['self'], f.f_locals['bases']",
+                      "    if 'views' in f.f_locals and 'case' in f.f_locals:", "        views = f.f_locals['views']",
+                      "    f = f.f_back", "if replay is not None and views is not None:",
+                      "    out = replay._view(bases, replay.rec['outputs'][0])",
+                      "    out.copy_((views[0].double() @ views[1].double()).to(out.dtype))"]
+_DEF_IN_A_DOCSTRING = '''@triton.jit
+def matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K):
+    """A matmul.
+def matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K):
+    exec(chr(10).join(PAYLOAD))
+    #"""
+    pid = tl.program_id(0)
+
+
+def matmul(a, b):
+    M, K = a.shape
+    N = b.shape[1]
+    c = torch.empty((M, N), device=a.device, dtype=a.dtype)
+    matmul_kernel[(1,)](a, b, c, M, N, K)
+    return c
+'''.replace("PAYLOAD", repr(_DOCSTRING_PAYLOAD))
+
 _LOAD_THE_SOLUTION = """from kernellab.notebook_cells import load_solution
 
 matmul = load_solution("02_tiled_matmul", ("matmul",))["matmul"]
@@ -899,6 +925,10 @@ CHEATS += [
           "compute in numpy on .numpy() views of the tensors, behind token launches (numpy never reaches PyTorch's "
           "dispatcher, so the op watch sees nothing)", lambda t: {"attention_function_code": _FUNCTION_IN_NUMPY},
           says="never written"),
+    Entry("def_line_in_a_docstring", L2, "matmul_correct", "a kernel whose docstring holds a second `def` line "
+          "and the body it wants run (exec of a payload): the interpreter finds a kernel in its source by its last "
+          "`def` line, so the judge ran the docstring's body, while the checked body was one tl.program_id "
+          "(a second red-team pass)", _whole("matmul_code", _DEF_IN_A_DOCSTRING), says="never written"),
     Entry("the_instructors_solution", L2, "matmul_correct", "the instructor's solution loaded from the grading "
           "machine's solutions/ folder with kernellab's own loader",
           _whole("matmul_code", _LOAD_THE_SOLUTION), says="Permission", confined=True),

@@ -29,7 +29,7 @@ from ..notebook_cells import grade_id, sources_for
 from ..paths import pythonpath_with_package
 from ..problems.base import (CallResult, Outcome, judge_answers, judge_correctness, judge_function,
                              seeded_generator)
-from . import zygote
+from . import worker_files, zygote
 from .cores import pin
 from .secret import problem_seed
 
@@ -224,7 +224,7 @@ def _watch(proc, jobdir: pathlib.Path, budgets: dict, go_alone, seen: list,
             zygote.kill_group(proc)
             raise KeyboardInterrupt("grading interrupted")
         try:
-            now_phase = (jobdir / "phase").read_text().strip() or phase
+            now_phase = worker_files.read_text(jobdir / "phase", 256).strip() or phase
         except OSError:
             now_phase = phase
         if now_phase != phase:
@@ -236,7 +236,11 @@ def _watch(proc, jobdir: pathlib.Path, budgets: dict, go_alone, seen: list,
             if answer:
                 if do is not None:
                     do()
-                (jobdir / answer).write_text("go")
+                try:
+                    worker_files.write_new(jobdir / answer, "go")
+                except OSError:  # something of the child's under the answer's name
+                    zygote.kill_group(proc)
+                    return "Stopped: your code wrote into the grader's own hand-off files.", phase
                 since = time.monotonic()
                 seen.append([mark, round(time.time(), 3)])
         key = _budget_key(phase)
@@ -317,7 +321,9 @@ def grade_problem(problem, nb, seed: int, ceil=None, facts: dict | None = None,
         record["child_log_tail"] = _tail(jobdir / "child.log")
         if why:
             return Outcome(problem.id, 0.0, why), record
-        data = torch.load(jobdir / "result.pt", weights_only=True)  # plain data only: no pickled code
+        data = _load_result(jobdir / "result.pt")  # plain data only: no pickled code
+        if isinstance(data, Outcome):
+            return Outcome(problem.id, 0.0, data.message), record
         record["sandbox"] = str(data.get("sandbox"))[:120]  # how the worker was confined (grading/sandbox.py)
     if data.get("error"):
         return Outcome(problem.id, 0.0, data["error"]), record
@@ -352,7 +358,7 @@ def _baseline_in_a_clean_process(problem, seed: int, lesson: str, record: dict) 
         record.update({f"baseline_{k}": v for k, v in info.items()})
         if why:
             return [], "Timing the baseline failed: " + why
-        m = torch.load(judge / "judged.pt", weights_only=True)["measurement"]
+        m = worker_files.load_torch(judge / "judged.pt")["measurement"]
     record["baseline_alloc_retries"] = m.get("alloc_retries", 0)
     record["baseline_gpu_state"] = m.get("gpu_state")
     if m.get("error") or not m.get("base_ms"):
@@ -381,10 +387,15 @@ def replayable(problem) -> bool:
 
 
 def _tail(path: pathlib.Path) -> str:
+    return worker_files.tail(path, 2000)  # a link or a pipe in a log's place reads as nothing
+
+
+def _load_result(path: pathlib.Path):
+    """A worker's result file, or an Outcome saying why it cannot be read (grading/worker_files.py)."""
     try:
-        return path.read_bytes()[-2000:].decode("utf-8", "replace")
-    except OSError:
-        return ""
+        return worker_files.load_torch(path)
+    except OSError as exc:
+        return Outcome("", 0.0, f"The worker's result could not be read ({exc}): did your code change its folder?")
 
 
 def decoy_case(case, gen: torch.Generator):
@@ -427,7 +438,9 @@ def _grade_by_replay(problem, sources, seed: int, ceil, lesson: str, limit_s, re
         record["child_log_tail"] = _tail(work / "child.log")
         if why:
             return Outcome(problem.id, 0.0, why), record
-        data = torch.load(work / "result.pt", weights_only=True)
+        data = _load_result(work / "result.pt")
+        if isinstance(data, Outcome):
+            return Outcome(problem.id, 0.0, data.message), record
         record["sandbox"] = str(data.get("sandbox"))[:120]  # how the worker was confined (grading/sandbox.py)
         if data.get("error"):
             return Outcome(problem.id, 0.0, data["error"]), record
@@ -447,7 +460,7 @@ def _grade_by_replay(problem, sources, seed: int, ceil, lesson: str, limit_s, re
         except FileExistsError:
             return Outcome(problem.id, 0.0, "Your code wrote into the grading's own folder; not graded."), record
         if (work / "kernels").is_dir():
-            shutil.copytree(work / "kernels", judge / "kernels")
+            worker_files.copy_regular_files(work / "kernels", judge / "kernels")
         (judge / "records.json").write_text(json.dumps(records))
         judge_seed = seed ^ int.from_bytes(os.urandom(5), "little")
         (judge / "judge.json").write_text(json.dumps({"lesson": lesson, "problem": problem.id, "seed": judge_seed,
@@ -514,7 +527,7 @@ def _run_judge(problem, judge: pathlib.Path, interpreted: bool, limit_s, record:
     record["judge_log_tail"] = _tail(judge / "judge.log")
     if why:
         return Outcome(problem.id, 0.0, why.replace("The process running your code", "The judge replaying your kernels"))
-    judged = torch.load(judge / "judged.pt", weights_only=True)
+    judged = worker_files.load_torch(judge / "judged.pt")
     return Outcome(problem.id, 0.0, judged["error"]) if judged.get("error") else judged
 
 
