@@ -2,8 +2,8 @@
 to itself and which everything it starts inherits, and which no later code in it can lift.
 
 What a confined worker (and any process it starts) can still do: read and run the system's and Python's files
-(``/usr``, ``/lib``, ``/etc``, ``/opt``, ``/proc``, ``/sys``, the interpreter's prefixes and its library folders on
-``sys.path``, the kernellab package itself), use ``/dev`` (the GPU), and read and write its own job folder, its
+(``/usr``, ``/lib``, ``/etc``, ``/opt``, ``/sys``, its own ``/proc`` entry and the machine-wide ones, the
+interpreter's prefixes and its library folders on ``sys.path``, the kernellab package itself), use ``/dev`` (the GPU), and read and write its own job folder, its
 scratch folder and its submission's Triton cache. What it can no longer do:
 - read or write anything else: the course folder (the secret file, ``solutions/``, other students' submissions,
   the result store, the gradebook), the judge's folder beside its own, other jobs' folders, the home folder;
@@ -24,7 +24,7 @@ import os
 import sys
 
 _CREATE, _ADD_RULE, _RESTRICT = 444, 445, 446  # the same numbers on every architecture (asm-generic)
-_PATH_BENEATH, _NET_PORT = 1, 2
+_PATH_BENEATH = 1
 _VERSION = 1
 # File access rights by the ABI that introduced them.
 _EXECUTE, _WRITE_FILE, _READ_FILE, _READ_DIR = 1 << 0, 1 << 1, 1 << 2, 1 << 3
