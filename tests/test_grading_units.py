@@ -438,10 +438,33 @@ def test_nbgrader_starts_without_torch_and_finds_every_preprocessor_it_is_given(
              "from traitlets.config.loader import PyFileConfigLoader\nfrom traitlets.utils.importstring import import_item\n"
              "c = PyFileConfigLoader('nbgrader_config.py', path='.').load_config()\n"
              "print(sorted(m for m in ('torch', 'kernellab', 'rfc3987_syntax') if sys.modules.get(m) is not None))\n"
-             "print([import_item(p).__name__ for p in c.Autograde.autograde_preprocessors])\n")
+             "print([import_item(p).__name__ for p in c.Autograde.autograde_preprocessors])\n"
+             "print([import_item(p).__name__ for p in c.Autograde.sanitize_preprocessors])\n")
     r = subprocess.run(nbformat_python(probe), cwd=repo_root() / "autograder", capture_output=True, text=True,
                        env=tool_env(), timeout=120)
     assert r.returncode == 0, r.stderr[-2000:]
-    loaded, names = r.stdout.splitlines()
+    loaded, names, sanitize = r.stdout.splitlines()
     assert loaded == "[]"
     assert names.startswith("['LeaveUnrun', 'GradeOfRecord', ") and "SaveAutoGrades" in names
+    assert sanitize.startswith("['OneSchemaVersion', 'ClearOutput', ") and "CheckCellMetadata" in sanitize
+
+
+def test_a_notebook_with_a_huge_code_cell_is_refused_before_anything_parses_it():
+    """Parsing a 1 MB cell for each of a lesson's problems cost the grading process 87 s (a red-team notebook):
+    such a cell, or code over a million characters in all, is refused at once, for its own notebook only."""
+    import time
+
+    from nbformat.v4 import new_code_cell
+
+    from kernellab.grading import harness
+    from kernellab.grading import submissions as S
+    from kernellab.lessons import problems_of
+    from kernellab.paths import repo_root
+    L = "01_roofline_vector_add"
+    nb = S.read(repo_root() / "solutions" / L / f"{L}.ipynb")
+    assert harness.oversized_code(nb) is None
+    nb.cells.append(new_code_cell("x = 1\n" * 200_000))
+    t = time.monotonic()
+    outcome, _ = harness.grade_problem(problems_of(L)["add_correct"], nb, 1, lesson=L)
+    assert outcome.fraction == 0 and "more than the 200000" in outcome.message
+    assert time.monotonic() - t < 5

@@ -34,6 +34,9 @@ def graded(tmp_path_factory):
         "tamperer": _tampered(S.filled(rel, src, {"add_code": add.replace("x + y", "x - y")})),
     }
     subs["patcher"].cells.append(new_code_cell(MARKER_CELL))  # a plain cell, run by no worker: nbgrader's kernel?
+    # Another nbgrader schema version on one cell: nbgrader's error for it ended the whole autograde run, and no
+    # student after "patcher" (solution, tamperer) was graded (a red-team notebook; OneSchemaVersion).
+    next(c for c in subs["patcher"].cells if "nbgrader" in c.metadata).metadata.nbgrader["schema_version"] = 4
     # the LMS path of the README, then the instructor's CLI: kernellab term autograde / feedback / export
     grades, scores = course.round_trip(L, subs, via_lms=("solution",), via_term=True)
     assert (course.ag / "submitted" / "solution" / L / f"{L}.ipynb").exists()

@@ -279,6 +279,28 @@ def _versions() -> dict:
     return info
 
 
+# This process reads and parses a problem's candidate cells for every problem before any child's budget counts: a
+# red-team notebook with one 1 MB cell of `x = 1` lines cost 87 s of it over lesson 01's six problems.
+MAX_CELL_CHARS, MAX_CODE_CHARS = 200_000, 1_000_000
+
+
+def oversized_code(nb) -> str | None:
+    """Why a notebook's code is too long to grade (a cell over MAX_CELL_CHARS, or all code over MAX_CODE_CHARS)."""
+    total = 0
+    for cell in nb.cells:
+        if cell.get("cell_type") != "code":
+            continue
+        src = cell.get("source", "")
+        n = len(src) if isinstance(src, str) else sum(len(str(part)) for part in src)
+        total += n
+        if n > MAX_CELL_CHARS:
+            return (f"A code cell of your notebook holds {n} characters, more than the {MAX_CELL_CHARS} a graded cell "
+                    "may: nothing was graded.")
+    if total > MAX_CODE_CHARS:
+        return f"Your notebook's code holds {total} characters, more than {MAX_CODE_CHARS}: nothing was graded."
+    return None
+
+
 def grade_problem(problem, nb, seed: int, ceil=None, facts: dict | None = None,
                   lesson: str = "", limit_s: float | None = None) -> tuple[Outcome, dict]:
     """Grade one problem of a submitted notebook in a fresh child process (``limit_s``: a shorter compile
@@ -286,6 +308,9 @@ def grade_problem(problem, nb, seed: int, ceil=None, facts: dict | None = None,
     if _STOP.is_set():
         raise KeyboardInterrupt("grading interrupted")
     record = {"problem": problem.id, "kind": problem.kind, "seed": seed, "started": _now()}
+    why = oversized_code(nb)
+    if why:
+        return Outcome(problem.id, 0.0, why), record
     sources, missing = sources_for(nb, problem.names)
     if missing:
         return Outcome(problem.id, 0.0, missing), record

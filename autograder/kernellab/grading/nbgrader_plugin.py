@@ -7,6 +7,10 @@ formgrader, feedback and export stay nbgrader's own.
   own notebook, which GradeOfRecord then takes, or change another student's grades). Every code cell is left
   without outputs; a graded test cell that no problem of the course grades gets an error output (0 points,
   with the reason), so nothing scores for not having run.
+- ``OneSchemaVersion``: first of autograde's sanitizing steps, it sets every cell's nbgrader ``schema_version``
+  to the one this nbgrader writes. A submission with another (a red-team notebook, 2026-11-27: 4 on a markdown
+  cell; an older toolbar writes less) made nbgrader raise an error that ends the whole autograde run, so no
+  student after it was graded. The cell's fields are still checked against the schema, per student.
 - ``GradeOfRecord``: runs every registered problem through the harness and writes into its
   test cell a stdout paragraph (why) and the clamped score (what nbgrader records). Results already in
   the course's result store (``autograder/grading_store/``, filled by ``kernellab term autograde``'s queue)
@@ -43,6 +47,16 @@ class LeaveUnrun(NbGraderPreprocessor):
                 cell.outputs = [new_output(
                     "error", ename="NotGraded", evalue=f"no problem of {lesson or 'this lesson'} grades `{gid}`",
                     traceback=[f"NotGraded: this test cell ({gid}) is not one the course grades; it scores 0."])]
+        return nb, resources
+
+
+class OneSchemaVersion(NbGraderPreprocessor):
+    def preprocess(self, nb, resources):
+        from nbgrader.nbgraderformat import SCHEMA_VERSION
+        for cell in nb.cells:
+            meta = (cell.get("metadata") or {}).get("nbgrader")
+            if isinstance(meta, dict):
+                meta["schema_version"] = SCHEMA_VERSION
         return nb, resources
 
 
