@@ -16,16 +16,18 @@ and a value's attribute must be one Triton's tensors, types and descriptors have
 from __future__ import annotations
 
 import ast
+import importlib
+import inspect
 import linecache
+import types
 
 from .compat import parse_python
 
 # Builtins the Triton compiler itself accepts in a kernel body.
 BUILTINS = {"range", "min", "max", "len", "int", "float", "bool", "abs", "print", "isinstance", "enumerate",
             "zip", "tuple", "list", "True", "False", "None"}
-LANGUAGE_MODULES = ("triton.language", "triton")
 # Modules a kernel may name or reach by attribute (each step of a path must be one of them or the language object
-# it ends on): the language, its math and libdevice, and ``triton`` itself for these two of its names.
+# it ends on): the language, its math and libdevice, and ``triton`` itself for these names of it (_FROM_TRITON).
 _MODULES = ("triton.language", "triton.language.math", "triton.language.extra", "triton.language.extra.libdevice",
             "triton.language.extra.cuda", "triton.language.extra.cuda.libdevice")
 _FROM_TRITON = {"language", "cdiv", "next_power_of_2"}
@@ -125,9 +127,7 @@ def _global_problem(name: str, globs: dict, kernels: dict) -> str | None:
     if g is None:
         return None if name in BUILTINS else f"reads `{name}`, which is neither Triton nor a constant"
     if "module" in g:
-        return None if g["module"].startswith(LANGUAGE_MODULES) and g["module"] in (
-            "triton", "triton.language", "triton.language.math", "triton.language.extra",
-            "triton.language.extra.libdevice", "triton.language.extra.cuda.libdevice") else (
+        return None if g["module"] in (*_MODULES, "triton") else (
             f"uses the module `{g['module']}`; a kernel may only use triton.language")
     if "const" in g:
         return None
@@ -137,8 +137,6 @@ def _global_problem(name: str, globs: dict, kernels: dict) -> str | None:
 def value_attrs() -> set:
     """Attribute names a kernel may use on its values: the public names of Triton's value and type classes."""
     if not _value_attrs:
-        import inspect
-
         import triton.language as tl
         classes = [tl.tensor, tl.dtype, tl.pointer_type, tl.block_type, tl.constexpr]
         classes += [c for n in dir(tl) if "descriptor" in n and inspect.isclass(c := getattr(tl, n))]
@@ -161,8 +159,6 @@ def _module_path(node, local: set, globs: dict) -> list | None:
 def _language_object(obj) -> bool:
     """A name of the language a kernel may end a path on: a builtin or @jit function, a type or dtype, a constexpr,
     a constant, or a class or function of triton.language itself (never a module outside ``_MODULES``)."""
-    import inspect
-    import types
     if isinstance(obj, types.ModuleType):
         return obj.__name__ in _MODULES
     if isinstance(obj, (int, float, bool, str)) or obj is None:
@@ -182,7 +178,6 @@ def _attribute_problem(node: ast.Attribute, local: set, globs: dict) -> str | No
         if node.attr in value_attrs():
             return None
         return f"reaches `.{node.attr}`, which Triton's values do not have"
-    import importlib
     head, *attrs = path
     if head not in _MODULES and head != "triton":
         return f"uses the module `{head}`; a kernel may only use triton.language"
@@ -200,18 +195,11 @@ def _attribute_problem(node: ast.Attribute, local: set, globs: dict) -> str | No
         where = f"{where}.{attr}"
         if not _language_object(obj):
             return f"reaches `{where}`, which is not part of the Triton language"
-        import types
         if not isinstance(obj, types.ModuleType):  # past the modules: what follows is a value's attribute
             rest = attrs[i + 1:]
             bad = [a for a in rest if a not in value_attrs()]
             return f"reaches `.{bad[0]}` of `{where}`" if bad else None
     return None
-
-
-def _root(node):
-    while isinstance(node, (ast.Attribute, ast.Subscript, ast.Call)):
-        node = node.value if not isinstance(node, ast.Call) else node.func
-    return node
 
 
 def _call_problem(func, local: set, globs: dict, kernels: dict) -> str | None:
@@ -222,14 +210,8 @@ def _call_problem(func, local: set, globs: dict, kernels: dict) -> str | None:
             return None
         g = globs.get(func.id, {})
         return f"calls `{func.id}`, which is not a @triton.jit function" if "const" in g or "module" in g else None
-    if isinstance(func, ast.Attribute):
-        # tl.xxx, a language submodule, or a method of a value the kernel computed ((a + b).to(...)): values in
-        # a kernel come only from its arguments, the language and checked globals, so their methods are Triton's.
-        root = _root(func)
-        if isinstance(root, ast.Name) and root.id not in local and root.id not in globs and root.id not in kernels \
-                and root.id not in BUILTINS:
-            return f"calls a method of `{root.id}`, which is not Triton"
-        return None
+    if isinstance(func, ast.Attribute):  # tl.xxx or a value's method: every attribute is checked on its own
+        return None  # (_attribute_problem), and the name it starts from too (_global_problem)
     return "calls something that is not a named Triton function"
 
 
@@ -258,7 +240,6 @@ def build(entries: dict, kid: str, made: dict | None = None):
     namespace = {"triton": triton, "tl": tl, "__builtins__": __builtins__}
     for name, g in entry.get("globals", {}).items():
         if "module" in g:
-            import importlib
             namespace[name] = importlib.import_module(g["module"])
         elif "const" in g:
             namespace[name] = constant_from_json(g["const"])

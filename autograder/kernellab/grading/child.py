@@ -109,7 +109,7 @@ def _confine(job_dir: pathlib.Path, scratch: str) -> str:
                                           if os.environ.get(k)]
     root = repo_root()  # a checkout's root; an installed package's is Python's own library folder
     checkout = [str(root)] if (root / "autograder").is_dir() else []
-    protect = [str(job_dir.parent), *checkout, os.path.expanduser("~"), os.getcwd()]
+    protect = [str(job_dir.parent), *checkout, os.path.expanduser("~")]
     return confine(writable, protect)
 
 

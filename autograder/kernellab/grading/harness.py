@@ -343,13 +343,12 @@ def grade_problem(problem, nb, seed: int, ceil=None, facts: dict | None = None,
         # A whole program's speed (lesson 06) is timed in its worker: that worker needs its GPU alone.
         why, info = _run_child(jobdir, interpreted, limit_s, alone=problem.kind == "speed", owner=owner)
         record.update(info)
-        record["child_log_tail"] = _tail(jobdir / "child.log")
+        record["child_log_tail"] = worker_files.tail(jobdir / "child.log")
         if why:
             return Outcome(problem.id, 0.0, why), record
-        data = _load_result(jobdir / "result.pt")  # plain data only: no pickled code
-        if isinstance(data, Outcome):
-            return Outcome(problem.id, 0.0, data.message), record
-        record["sandbox"] = str(data.get("sandbox"))[:120]  # how the worker was confined (grading/sandbox.py)
+        data, why = _worker_result(jobdir, record)
+        if why:
+            return Outcome(problem.id, 0.0, why), record
     if data.get("error"):
         return Outcome(problem.id, 0.0, data["error"]), record
     if problem.kind == "correctness":
@@ -411,16 +410,15 @@ def replayable(problem) -> bool:
     return getattr(problem, "replay_call", False) and (not DEVICE.on_gpu or getattr(problem, "interpreted", False))
 
 
-def _tail(path: pathlib.Path) -> str:
-    return worker_files.tail(path, 2000)  # a link or a pipe in a log's place reads as nothing
-
-
-def _load_result(path: pathlib.Path):
-    """A worker's result file, or an Outcome saying why it cannot be read (grading/worker_files.py)."""
+def _worker_result(folder: pathlib.Path, record: dict) -> tuple[dict | None, str | None]:
+    """(a worker's result data, None), or (None, why it cannot be read): plain data only, no pickled code, read
+    as worker_files reads anything of a worker's; how the worker was confined goes into ``record``."""
     try:
-        return worker_files.load_torch(path)
+        data = worker_files.load_torch(folder / "result.pt")
     except OSError as exc:
-        return Outcome("", 0.0, f"The worker's result could not be read ({exc}): did your code change its folder?")
+        return None, f"The worker's result could not be read ({exc}): did your code change its folder?"
+    record["sandbox"] = str(data.get("sandbox"))[:120]  # grading/sandbox.py
+    return data, None
 
 
 def decoy_case(case, gen: torch.Generator):
@@ -460,13 +458,12 @@ def _grade_by_replay(problem, sources, seed: int, ceil, lesson: str, limit_s, re
         # other work.
         why, info = _run_child(work, interpreted, limit_s, handoff=problem.kind == "speed", owner=owner)
         record.update(info)  # the worker's exit code, last phase and wall time
-        record["child_log_tail"] = _tail(work / "child.log")
+        record["child_log_tail"] = worker_files.tail(work / "child.log")
         if why:
             return Outcome(problem.id, 0.0, why), record
-        data = _load_result(work / "result.pt")
-        if isinstance(data, Outcome):
-            return Outcome(problem.id, 0.0, data.message), record
-        record["sandbox"] = str(data.get("sandbox"))[:120]  # how the worker was confined (grading/sandbox.py)
+        data, why = _worker_result(work, record)
+        if why:
+            return Outcome(problem.id, 0.0, why), record
         if data.get("error"):
             return Outcome(problem.id, 0.0, data["error"]), record
         if problem.kind == "correctness":
@@ -549,7 +546,7 @@ def _run_judge(problem, judge: pathlib.Path, interpreted: bool, limit_s, record:
     why, info = _run_child(judge, interpreted, limit_s, module="kernellab.grading.judge", result="judged.pt",
                            handoff=problem.kind == "speed")
     record.update({f"judge_{k}": v for k, v in info.items()})
-    record["judge_log_tail"] = _tail(judge / "judge.log")
+    record["judge_log_tail"] = worker_files.tail(judge / "judge.log")
     if why:
         return Outcome(problem.id, 0.0, why.replace("The process running your code", "The judge replaying your kernels"))
     judged = worker_files.load_torch(judge / "judged.pt")

@@ -77,9 +77,8 @@ def library_folders(protect: list[str]) -> list[str]:
     is granted by itself instead."""
     import kernellab
     package = os.path.dirname(os.path.realpath(kernellab.__file__))
-    found = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix, package}
-    found |= {p for p in sys.path if p and os.path.isdir(p)}
     prefixes = [sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix]
+    found = {*prefixes, package} | {p for p in sys.path if p and os.path.isdir(p)}
     out = []
     for p in sorted({os.path.realpath(p) for p in found}):
         above = any(_within(q, p) for q in protect)  # it holds a protected folder, or is one

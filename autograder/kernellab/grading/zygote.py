@@ -303,19 +303,12 @@ def _children(me: int) -> set:
 
 
 def _kill_strays(me: int, forks: set, strays: set, wait_s: float = 0.0) -> None:
-    """Kill every child of the zygote that is not one of its forks (orphans reparented to it, the subreaper),
-    until none is left (killing one orphans its own children, which come here next); reap those that died,
-    waiting up to ``wait_s`` for every one to have died (a killed process takes a moment to end)."""
+    """Kill every child of the zygote that is not one of its forks (orphans reparented to it, the subreaper), again
+    while killing them orphans more (their own children come here next), and reap those that died; with ``wait_s``,
+    wait up to that long for every one to have died (a killed process takes a moment to end). At most a second past
+    ``wait_s`` in all: a live fork that keeps leaving orphans cannot hold the zygote here."""
     deadline = time.monotonic() + wait_s
     while True:
-        _kill_once(me, forks, strays)
-        if not strays or time.monotonic() > deadline:
-            return
-        time.sleep(0.002)
-
-
-def _kill_once(me: int, forks: set, strays: set) -> None:
-    for _ in range(100):
         new = _children(me) - forks - strays
         for pid in new:
             try:
@@ -330,9 +323,10 @@ def _kill_once(me: int, forks: set, strays: set) -> None:
                 done = pid
             if done:
                 strays.discard(pid)
-        if not new:
+        now = time.monotonic()
+        if (not new and (not strays or now > deadline)) or now > deadline + 1.0:
             return
-        time.sleep(0.001)  # their own children reach here once they are dead
+        time.sleep(0.001)
 
 
 # ------------------------------------------------------------------------------------------ the grader's side
