@@ -15,6 +15,15 @@ def test_the_corpus_covers_enough_threats_and_lessons():
     assert {e.name for e in C.CHEATS if e.gpu} >= {"side_stream", "illegal_memory_access"}
 
 
+def test_each_machine_tries_the_entries_it_can(monkeypatch):
+    import types
+    numpy_views = next(e for e in C.CHEATS if e.name == "function_in_numpy")
+    side_stream = next(e for e in C.CHEATS if e.name == "side_stream")
+    assert C.runs_here(numpy_views) and not C.runs_here(side_stream)
+    monkeypatch.setattr(C, "DEVICE", types.SimpleNamespace(on_gpu=True))
+    assert C.runs_here(side_stream) and not C.runs_here(numpy_views)  # no numpy view of GPU memory exists
+
+
 @pytest.fixture(scope="module")
 def cheats(tmp_path_factory):
     # two at a time where the machine has the cores (CI's two): on a CPU nothing is timed

@@ -43,10 +43,16 @@ class Entry:
     # Defeated only by the worker's confinement (grading/sandbox.py): on a kernel without Landlock it gains its
     # points, and the report says so rather than pass it.
     confined: bool = False
+    interpreter: bool = False  # only where kernels are interpreted (numpy views of tensors in CPU memory)
 
     @property
     def honest(self) -> bool:
         return self.expect not in ("0", "kernel")
+
+
+def runs_here(e: Entry) -> bool:
+    """Whether this machine can try the entry: GPU entries need one, interpreter entries need its absence."""
+    return not e.interpreter if DEVICE.on_gpu else not e.gpu
 
 
 def _sub(gid: str, old: str, new: str, count: int = 1):
@@ -924,7 +930,7 @@ CHEATS += [
     Entry("function_in_numpy", L5, "attention_function_correct", "an autograd Function whose forward and backward "
           "compute in numpy on .numpy() views of the tensors, behind token launches (numpy never reaches PyTorch's "
           "dispatcher, so the op watch sees nothing)", lambda t: {"attention_function_code": _FUNCTION_IN_NUMPY},
-          says="never written"),
+          says="never written", interpreter=True),
     Entry("def_line_in_a_docstring", L2, "matmul_correct", "a kernel whose docstring holds a second `def` line "
           "and the body it wants run (exec of a payload): the interpreter finds a kernel in its source by its last "
           "`def` line, so the judge ran the docstring's body, while the checked body was one tl.program_id "
@@ -1158,7 +1164,7 @@ def run(entries=None, progress: bool = True, seed: int = 20261122, jobs: int = 1
     from ..ceilings import measure_ceilings
     from ..learner import facts as device_facts
     from .slots import GpuSlots
-    todo = [e for e in (entries if entries is not None else ENTRIES) if DEVICE.on_gpu or not e.gpu]
+    todo = [e for e in (entries if entries is not None else ENTRIES) if runs_here(e)]
     ceil, facts = measure_ceilings(quiet=True), device_facts()
     jobs = 1 if DEVICE.on_gpu else max(1, min(int(jobs), len(todo) or 1))
     bar = None

@@ -399,15 +399,12 @@ def call_result(row: dict) -> CallResult:
 def replayable(problem) -> bool:
     """Kernel problems the judge grades by replaying the worker's recorded calls. Problems whose check goes
     through a call hook (autograd, a whole block with cuBLAS in it) stay in the worker: docs/GRADE_OF_RECORD.md;
-    one whose hook runs only the learner's kernels (``replay_call``: lesson 05's Function) is replayed where its
-    kernels are interpreted. On a GPU the autograd engine runs the backward in a thread of its own, and replaying
-    what was recorded there has not been run yet: there it stays in the worker for now."""
+    one whose hook runs only the learner's kernels (``replay_call``: lesson 05's Function, forward and backward
+    through autograd, recorded as one call) is replayed like a kernel problem."""
     if problem.kind not in ("correctness", "speed") or not getattr(problem, "own_outputs", True) \
             or os.environ.get("KERNELLAB_REPLAY", "1") == "0":
         return False
-    if getattr(problem, "call", None) is None:
-        return True
-    return getattr(problem, "replay_call", False) and (not DEVICE.on_gpu or getattr(problem, "interpreted", False))
+    return getattr(problem, "call", None) is None or getattr(problem, "replay_call", False)
 
 
 def _worker_result(folder: pathlib.Path, record: dict) -> tuple[dict | None, str | None]:
