@@ -21,7 +21,7 @@ SOURCE = ROOT / "autograder" / PACKAGE
 LAYERS = [
     (0, "device", ["_env", "_meta", "compat", "device"]),
     (1, "core", ["compare", "guarded", "invoke", "reads", "watch", "traffic", "code_rules", "paths",
-                 "widgets_base", "record", "replay", "kernel_source"]),
+                 "widgets_base", "record", "replay", "op_rules", "kernel_source"]),
     (2, "problems", ["problems", "problems.*"]),
     (3, "measure", ["timing", "ceilings", "roofline", "sweeps", "profiling", "tuning", "report", "learner"]),
     (4, "lessons", ["", "lessons", "lessons.attention", "lessons.l*", "lessons.*.problems", "lessons.*.widgets",

@@ -24,8 +24,9 @@ import torch
 
 from .compat import parse_python
 
-# Buffers a record may name: the call's inputs, then what it allocated, in order.
-INPUT, ALLOC = "input", "alloc"
+# Buffers a record may name: the call's inputs, what it allocated, and (for a problem whose call may use PyTorch
+# ops, replayed by the judge under the problem's rule: op_rules.py) what those ops returned, in order.
+INPUT, ALLOC, OP = "input", "alloc", "op"
 
 
 def dtype_name(dtype: torch.dtype) -> str:
@@ -40,7 +41,7 @@ def view_of(t: torch.Tensor, buf: int, base_ptr: int) -> dict:
 
 @dataclasses.dataclass
 class Buffer:
-    kind: str  # INPUT or ALLOC
+    kind: str  # INPUT, ALLOC or OP
     base: torch.Tensor  # the whole guarded storage (inputs: their guarded base)
     index: int = 0  # inputs: which argument
     fill: str = "poison"  # allocations: "poison" (NaN) or "zero"
@@ -59,6 +60,8 @@ class Buffer:
     def as_json(self) -> dict:
         if self.kind == INPUT:
             return {"kind": INPUT, "index": self.index}
+        if self.kind == OP:  # made by a recorded op: the judge's buffer is what its own run of the op returns
+            return {"kind": OP, "dtype": self.dtype, "numel": self.base.numel()}
         return {"kind": ALLOC, "fill": self.fill, "shape": list(self.shape), "strides": list(self.strides),
                 "dtype": self.dtype}
 
@@ -66,9 +69,10 @@ class Buffer:
 class Recording:
     """Filled in during one call (``with recording(inputs) as rec``); then ``rec.finish(outputs)``."""
 
-    def __init__(self, input_guards: list):
+    def __init__(self, input_guards: list, ops: bool = False):
         self.buffers: list[Buffer] = [Buffer(INPUT, g.base, index=i) for i, g in enumerate(input_guards)
                                       if g is not None]
+        self.ops = ops  # record PyTorch's compute ops too (``op``), for a judge that replays them
         self.events: list[dict] = []
         self.kernels: dict[str, dict] = {}  # kernel id -> how to rebuild it
         self.files: dict[str, str] = {}  # file name in the record folder -> path on this machine
@@ -127,6 +131,53 @@ class Recording:
             src, dst = self.view(args[0], "the tensor copied"), self.view(out, "a copy's destination")
             if src is not None and dst is not None:
                 self.events.append({"op": "copy", "src": src, "dst": dst})
+
+    # -- PyTorch compute ops (problems whose call may use them: record.ops)
+    def op(self, func, args: tuple, kwargs: dict, out) -> None:
+        """A compute op and what it returned. Its tensors are views of known buffers; a result in memory no buffer
+        holds is a new one (every buffer's storage is kept alive until the record is done, so new memory is
+        never an old buffer's). The judge replays it only if the problem's rule allows that op there."""
+        if self.benchmarking:
+            return
+        event = {"op": "aten", "name": str(func), "args": self._encode(args, str(func)),
+                 "kwargs": self._encode(kwargs, str(func)), "out": []}
+        results = out if isinstance(out, (tuple, list)) else (out,)
+        for t in results:
+            if not isinstance(t, torch.Tensor):
+                event["out"].append(None)
+                continue
+            hit = self.locate(t.data_ptr()) if t.numel() else None
+            if hit is None:
+                storage = t.untyped_storage()
+                base = torch.empty(0, dtype=t.dtype, device=t.device)
+                base.set_(storage, 0, (storage.nbytes() // t.element_size(),), (1,))
+                self.buffers.append(Buffer(OP, base, dtype=dtype_name(t.dtype)))
+                hit = (len(self.buffers) - 1, t.data_ptr() - base.data_ptr())
+                event["out"].append({"new": hit[0], "view": view_of(t, hit[0], base.data_ptr())})
+            else:
+                event["out"].append({"view": view_of(t, hit[0], self.buffers[hit[0]].start)})
+        self.events.append(event)
+
+    def _encode(self, value, what: str):
+        """An op's argument as plain data: tensors as views of buffers, numbers, lists, dtypes; anything else
+        cannot be replayed."""
+        if isinstance(value, torch.Tensor):
+            v = self.view(value, f"a tensor passed to {what}")
+            return {"t": v} if v is not None else {"v": None}
+        if value is None or isinstance(value, (bool, int, float, str)):
+            return {"v": value}
+        if isinstance(value, (list, tuple)):
+            return {"l": [self._encode(x, what) for x in value]}
+        if isinstance(value, dict):
+            return {"d": {str(k): self._encode(x, what) for k, x in value.items()}}
+        if isinstance(value, torch.dtype):
+            return {"dtype": dtype_name(value)}
+        if isinstance(value, torch.device):
+            return {"device": True}  # the judge's own
+        if isinstance(value, (torch.memory_format, torch.layout)):
+            return {"torch": str(value).replace("torch.", "")}
+        self.refuse(f"{what} was given a {type(value).__name__}, which cannot be replayed")
+        return {"v": None}
 
     # -- launches
     def launch(self, kernel_id: str, grid, args: list) -> None:
@@ -364,10 +415,11 @@ def _wrap_compiled_run(original_property):
 
 
 class recording:
-    """``with recording(input_guards) as rec:`` around one call (inside ``watched()``)."""
+    """``with recording(input_guards) as rec:`` around one call (inside ``watched()``); ``ops``: record PyTorch's
+    compute ops too (a problem the judge replays under an op rule)."""
 
-    def __init__(self, input_guards: list):
-        self.rec = Recording(input_guards)
+    def __init__(self, input_guards: list, ops: bool = False):
+        self.rec = Recording(input_guards, ops)
         self.saved = []
 
     def __enter__(self) -> Recording:
@@ -386,4 +438,4 @@ class recording:
         _ACTIVE.remove(self.rec)
 
 
-__all__ = ["Recording", "active", "constant_value", "free_names", "recording"]
+__all__ = ["ALLOC", "INPUT", "OP", "Recording", "active", "constant_value", "free_names", "recording"]

@@ -2,7 +2,9 @@
 
 A replay allocates the buffers the record names (inputs are the judge's own), does the recorded torch
 calls (zero_, fill_, copies), launches the recorded kernels with every pointer moved to the same offset in
-the judge's buffers, and returns views of the buffers the call returned. On a GPU the kernels are the
+the judge's buffers, and returns views of the buffers the call returned. A problem whose call may use
+PyTorch ops (lesson 06's block: cuBLAS for the linear layers) gives the judge an op rule (op_rules.py): the
+recorded ops are checked against it before anything runs, then done by the judge itself in their place. On a GPU the kernels are the
 learner's compiled binaries, loaded from Triton's cache files (no Python of the learner's is imported); in
 the CPU interpreter they are rebuilt from checked, pure-Triton source (kernel_source.py).
 
@@ -20,7 +22,7 @@ import torch
 from .guarded import Guarded, span_of
 from .invoke import Refused
 from .kernel_source import build as build_source_kernel, constant_from_json
-from .record import ALLOC, INPUT
+from .record import ALLOC, INPUT, OP, dtype_name
 
 MAX_EVENTS = 2000
 MAX_BUFFERS = 512
@@ -56,6 +58,10 @@ def validate(rec: dict, n_inputs: int) -> None:
         elif b.get("kind") == ALLOC:
             dt = dtype_of(b["dtype"])
             total += span_of(b["shape"], b["strides"]) * torch.empty((), dtype=dt).element_size()
+        elif b.get("kind") == OP:
+            dtype_of(b.get("dtype", ""))
+            if not isinstance(b.get("numel"), int) or b["numel"] < 0:
+                raise ReplayError("The record names an op's result badly.")
         else:
             raise ReplayError("The record names a buffer of an unknown kind.")
     if total > MAX_ALLOC_BYTES:
@@ -167,8 +173,13 @@ def _load_binary(entry: dict, folder: str):
 class Replay:
     """One record, ready to run on the judge's inputs any number of times."""
 
-    def __init__(self, rec: dict, folder: str | None, device: str, n_inputs: int):
+    def __init__(self, rec: dict, folder: str | None, device: str, n_inputs: int, rule=None):
         validate(rec, n_inputs)
+        ops = [e for e in rec["events"] if e.get("op") == "aten"]
+        if ops and rule is None:
+            raise ReplayError(f"The call computed with PyTorch ({ops[0].get('name')}): a graded function must do "
+                              "its arithmetic in a Triton kernel.")
+        self.rule = rule  # op_rules.OpRule: which recorded PyTorch ops this problem's call may make, checked per run
         self.rec = rec
         self.device = device
         self.interpreted = not str(device).startswith("cuda")
@@ -184,6 +195,9 @@ class Replay:
     def _allocate(self, inputs: list, guarded: bool) -> list:
         bases, self.guards = [], []
         for b in self.rec["buffers"]:
+            if b["kind"] == OP:  # filled in by the op that makes it
+                bases.append(None)
+                continue
             if b["kind"] == INPUT:
                 t = inputs[b["index"]]  # the whole buffer the input view starts at (offset 0 of it)
                 if not isinstance(t, torch.Tensor):
@@ -204,6 +218,8 @@ class Replay:
         return bases
 
     def _view(self, bases: list, v: dict) -> torch.Tensor:
+        if not (isinstance(v.get("buf"), int) and 0 <= v["buf"] < len(bases)) or bases[v["buf"]] is None:
+            raise ReplayError("The record uses a buffer before anything made it.")
         base = bases[v["buf"]]
         dt = dtype_of(v["dtype"])
         size = torch.empty((), dtype=dt).element_size()
@@ -220,6 +236,8 @@ class Replay:
 
     def _pointer(self, bases: list, arg: dict, for_interpreter: bool):
         buf, off = arg["ptr"]
+        if not (isinstance(buf, int) and 0 <= buf < len(bases)) or bases[buf] is None:
+            raise ReplayError("The record has a pointer into a buffer nothing made yet.")
         base = bases[buf]
         if not 0 <= off <= base.untyped_storage().nbytes() - (base.data_ptr() - base.untyped_storage().data_ptr()):
             raise ReplayError("The record has a pointer outside its buffer.")
@@ -244,9 +262,61 @@ class Replay:
             return constant_from_json(arg["const"])
         return None
 
+    def _decode(self, bases: list, a):
+        """An op argument from the record (record.Recording._encode) as the judge's own object."""
+        if not isinstance(a, dict) or len(a) != 1:
+            raise ReplayError("The record has an op argument the judge cannot read.")
+        (kind, v), = a.items()
+        if kind == "t":
+            return self._view(bases, v)
+        if kind == "v" and (v is None or isinstance(v, (bool, int, float, str))):
+            return v
+        if kind == "l" and isinstance(v, list):
+            return [self._decode(bases, x) for x in v]
+        if kind == "d" and isinstance(v, dict):
+            return {str(k): self._decode(bases, x) for k, x in v.items()}
+        if kind == "dtype":
+            return dtype_of(v)
+        if kind == "device":
+            return torch.device(self.device)
+        if kind == "torch" and isinstance(getattr(torch, str(v), None), (torch.memory_format, torch.layout)):
+            return getattr(torch, v)
+        raise ReplayError("The record has an op argument the judge cannot read.")
+
+    def _op(self, bases: list, e: dict) -> None:
+        """One recorded PyTorch op, done by the judge: its rule said beforehand that the op may be made."""
+        func = self.rule.op(e.get("name", ""))
+        args = self._decode(bases, {"l": e.get("args", {}).get("l", [])})
+        kwargs = self._decode(bases, {"d": e.get("kwargs", {}).get("d", {})})
+        out = func(*args, **kwargs)
+        results = out if isinstance(out, (tuple, list)) else (out,)
+        if len(results) != len(e.get("out", [])):
+            raise ReplayError(f"{e['name']} returned other results in the replay than in the record.")
+        for t, o in zip(results, e["out"]):
+            if o is None:
+                continue
+            v = o.get("view", {})
+            if not isinstance(t, torch.Tensor) or list(t.shape) != v.get("shape") or dtype_name(t.dtype) != v.get("dtype"):
+                raise ReplayError(f"{e['name']} returned other results in the replay than in the record.")
+            if "new" in o:
+                buf = o["new"]
+                if not (isinstance(buf, int) and 0 <= buf < len(bases)) or bases[buf] is not None \
+                        or self.rec["buffers"][buf]["kind"] != OP:
+                    raise ReplayError("The record makes one buffer twice.")
+                storage = t.untyped_storage()
+                base = torch.empty(0, dtype=t.dtype, device=t.device)
+                base.set_(storage, 0, (storage.nbytes() // t.element_size(),), (1,))
+                bases[buf] = base
+            dst = self._view(bases, v)
+            if dst.data_ptr() != t.data_ptr() or dst.stride() != t.stride():
+                dst.copy_(t)
+
     # -- running
-    def run(self, inputs: list, guarded: bool = True) -> tuple:
-        """Do the recorded call on ``inputs``; returns the output views (in the judge's buffers)."""
+    def run(self, inputs: list, guarded: bool = True, shaped: list | None = None) -> tuple:
+        """Do the recorded call on ``inputs`` (each a whole buffer; ``shaped``: the same as the call takes them,
+        for the op rule's budget, where they differ); returns the output views (in the judge's buffers)."""
+        if self.rule is not None:
+            self.rule.check(self.rec, shaped if shaped is not None else inputs)
         bases = self._allocate(inputs, guarded)
         self.bases = bases
         self.copied = 0
@@ -278,6 +348,8 @@ class Replay:
                 src = self._view(bases, e["src"])
                 self._view(bases, e["dst"]).copy_(src)
                 self.copied += src.numel()
+            elif op == "aten" and self.rule is not None:
+                self._op(bases, e)
             else:
                 raise ReplayError(f"The record has an operation the judge does not do ({op!r}).")
         return tuple(self._view(bases, v) for v in self.rec["outputs"])

@@ -123,7 +123,10 @@ class _Watcher(TorchDispatchMode):
             if not self.state.torch_ops:
                 self.state.ops_why = self.state.deny_why
             self.state.torch_ops.append(str(pkt).replace("aten.", "torch."))
-        return func(*args, **kwargs)
+        out = func(*args, **kwargs)
+        if rec is not None and rec.ops and pkt not in _ALLOWED:
+            rec.op(func, args, kwargs, out)
+        return out
 
 
 def custom_op_body(func, args=()):

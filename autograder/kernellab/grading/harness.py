@@ -399,12 +399,14 @@ def call_result(row: dict) -> CallResult:
 def replayable(problem) -> bool:
     """Kernel problems the judge grades by replaying the worker's recorded calls. Problems whose check goes
     through a call hook (autograd, a whole block with cuBLAS in it) stay in the worker: docs/GRADE_OF_RECORD.md;
-    one whose hook runs only the learner's kernels (``replay_call``: lesson 05's Function, forward and backward
-    through autograd, recorded as one call) is replayed like a kernel problem."""
-    if problem.kind not in ("correctness", "speed") or not getattr(problem, "own_outputs", True) \
-            or os.environ.get("KERNELLAB_REPLAY", "1") == "0":
+    one whose hook is recorded as one call (``replay_call``: lesson 05's Function, forward and backward through
+    autograd; lesson 06's block and LayerNorm Function, whose PyTorch ops the judge checks against their rule and
+    does itself) is replayed like a kernel problem."""
+    if problem.kind not in ("correctness", "speed") or os.environ.get("KERNELLAB_REPLAY", "1") == "0":
         return False
-    return getattr(problem, "call", None) is None or getattr(problem, "replay_call", False)
+    if getattr(problem, "call", None) is None:
+        return getattr(problem, "own_outputs", True)
+    return getattr(problem, "replay_call", False)
 
 
 def _worker_result(folder: pathlib.Path, record: dict) -> tuple[dict | None, str | None]:

@@ -35,13 +35,13 @@ def replay_case(problem, case, rec: dict, folder: str, device: str):
     views = [g.view for g in guards if g is not None]
     before = [v.clone() for v in views]
     try:
-        rp = Replay(rec, folder, device, len(case.inputs))
+        rp = Replay(rec, folder, device, len(case.inputs), rule=problem.replay_ops)
         # Every element the replay's kernels load or its copies read, per element of the input: the replay
         # reaches only the inputs and its own buffers, so passes over a copy of the input count too.
         counting = (count_reads(views[:1], anywhere=True) if problem.max_reads is not None
                     else contextlib.nullcontext())
         with numpy.errstate(all="ignore"), counting as reads:
-            outs = rp.run([g.base if g is not None else None for g in guards])
+            outs = rp.run([g.base if g is not None else None for g in guards], shaped=list(case.inputs))
     except Exception as exc:  # noqa: BLE001 - a refused record, or the learner's kernel failing in the replay
         return CallResult(case.label, error=describe_exception(exc, call))
     err = sync(device)
@@ -58,7 +58,7 @@ def replay_case(problem, case, rec: dict, folder: str, device: str):
         what = f"{call} ({name})" if several else call
         if o.dtype != want_dtype:
             return CallResult(case.label, error=f"{what} returned {o.dtype}; expected {want_dtype}.")
-        if kind != "alloc":
+        if kind == "input":
             return CallResult(case.label, error=f"{what} returned one of its inputs: write into a new output tensor.")
         if want_shape is not None and tuple(o.shape) != tuple(want_shape):
             return CallResult(case.label, error=f"{what} returned shape {tuple(o.shape)}; expected {tuple(want_shape)}.")

@@ -124,6 +124,9 @@ class CorrectnessProblem(Problem):
     # backward through autograd), so the judge can replay what it recorded as it replays a kernel problem
     # (grading/harness.replayable). Graded in the worker only, numpy on .numpy() views behind token launches passed.
     replay_call: bool = False
+    # A call that may use PyTorch ops besides the learner's kernels (lesson 06's block): the judge's op_rules.OpRule
+    # for them; the worker records the ops too, and the judge does them itself after checking them against it.
+    replay_ops: object = None
 
     kind = "correctness"
 
@@ -183,7 +186,7 @@ def run_case(fn, problem: CorrectnessProblem, case: Case, device: str, record_ca
     before = [v.clone() for v in tensors]
     try:  # numpy's overflow warnings from the interpreter (exp of a large value) are not the learner's concern
         counting = count_reads(views[:1]) if problem.max_reads is not None else contextlib.nullcontext()
-        recorder = recording(guards) if record_call else contextlib.nullcontext()
+        recorder = recording(guards, ops=problem.replay_ops is not None) if record_call else contextlib.nullcontext()
         with watched() as st, numpy.errstate(all="ignore"), counting as reads, recorder as rec:
             out = call_learner(problem, fn, *views, **case.kwargs)
     except Exception as exc:  # noqa: BLE001 - any learner error becomes a paragraph

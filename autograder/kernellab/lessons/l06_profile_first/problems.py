@@ -15,6 +15,7 @@ import torch.nn.functional as F
 from ... import learner
 from ...device import DEVICE
 from ...invoke import Refused
+from ...op_rules import Budget, OpRule
 from ...problems.base import AnswersProblem, Case, CorrectnessProblem, Outcome, SpeedProblem
 from ...timing import STEP_HOST_MS
 from ...watch import current, policy
@@ -383,6 +384,23 @@ def _ln_grads_without_mean_terms(case):
     return (y, dx, dx, dw, db)
 
 
+# The judge's rule for the Function's recorded call (op_rules.py): the forward only launches, allocates and takes
+# views; the backward computes the gradient from the formula with element-wise ops and row sums.
+_ELEMENTWISE = frozenset({"add", "sub", "mul", "div", "neg", "_to_copy", "copy_", "add_", "mul_", "sub_", "div_"})
+_LN_BACKWARD_MATH = frozenset({"sum", "mean", "pow", "rsqrt", "sqrt", "var", "var_mean"})
+
+
+def _ln_budget(inputs) -> Budget:
+    x = inputs[0]
+    return Budget(tokens=x.numel() // x.shape[-1], flops=0.0, forward_elements=0,
+                  backward_elements=LN_BACKWARD_PASSES * x.numel())
+
+
+# The solution's backward writes 16-21 times x's elements (CPU cases, 2026-11-27); the forward nothing.
+LN_BACKWARD_PASSES = 100
+LN_RULE = OpRule(forward=frozenset(), backward=_ELEMENTWISE | _LN_BACKWARD_MATH, output=0, weights=(),
+                 budget=_ln_budget, why=LN_FORWARD_WHY)
+
 LN_HINTS = {"offset": ("Right on ordinary rows and wrong on rows whose mean is far from zero: compute the "
                        "statistics from h - mean in float32.")}
 
@@ -392,7 +410,7 @@ LAYERNORM_FUNCTION = CorrectnessProblem(
     reference=_ln_function_reference, out_dtype=lambda c: (torch.float16,) * 5,
     out_shape=lambda c: (tuple(c.inputs[0].shape),) * 3 + (tuple(c.inputs[2].shape),) * 2,
     outputs=("y", "dx", "dresidual", "dweight", "dbias"), call=layernorm_through_autograd,
-    validate=_is_function("AddLayerNorm"), hints=LN_HINTS, own_outputs=False,
+    validate=_is_function("AddLayerNorm"), hints=LN_HINTS, own_outputs=False, replay_call=True, replay_ops=LN_RULE,
     mistakes=((_ln_grads_without_mean_terms, (
         "dx is rstd * w * dy: the gradient through the mean and the variance is missing (subtract the mean of "
         "w*dy and x_hat times the mean of w*dy*x_hat)."),),))
@@ -415,10 +433,41 @@ def run_block(fn, x, params, n_heads, too_few: str = _TOO_FEW_LAUNCHES, why: str
 
 def block_through_autograd(fn, *inputs):
     """block_forward(x, params, n_heads) under this lesson's rules, then autograd's gradients of x and every
-    parameter: (out, dx, *dparams). The check of the block, and the timed training step."""
+    parameter: (out, dx, *dparams). The check of the block, and the timed training step. The output is a copy
+    taken before the backward, as in layernorm_through_autograd: a record of the call splits there (op_rules)."""
     x, params, dout, n_heads = unpack(inputs)
-    return with_grads(lambda x_, p, h: run_block(fn, x_, p, h), x, params, dout, n_heads,
-                      backward_rule=lambda: policy(BLOCK_BACKWARD_DENY, BACKWARD_WHY))
+    kept = []
+
+    def forward(x_, p, h):
+        out = run_block(fn, x_, p, h)
+        kept.append(out.detach().clone())
+        return out
+    _out, *grads = with_grads(forward, x, params, dout, n_heads,
+                              backward_rule=lambda: policy(BLOCK_BACKWARD_DENY, BACKWARD_WHY))
+    return (kept[0], *grads)
+
+
+def _block_budget(inputs) -> Budget:
+    x, p = inputs[0], inputs[1:13]
+    tokens, d = x.numel() // x.shape[-1], x.shape[-1]
+    linear = sum(2.0 * tokens * w.numel() for w in (p[0], p[2], p[6], p[8]))  # x W^T for each weight
+    width = d + p[6].shape[0]  # the model's width plus the MLP's: what its element-wise work grows with
+    return Budget(tokens=tokens, flops=3 * linear, forward_elements=BLOCK_FORWARD_PASSES * tokens * width,
+                  backward_elements=BLOCK_BACKWARD_PASSES * tokens * width)
+
+
+# Elements the other ops may write, per token per unit of width (d + MLP): the solution's forward writes 0.6-0.7
+# of that, its backward 13-16, and a variant with three projections and an fp32 MLP 2.2-2.9 and 23-24 (CPU cases,
+# 2026-11-27). Attention from element-wise ops writes at least 4 N d per token forward (Q K^T and P V as broadcast
+# products) and twice that backward: 53 and 106 on the smallest case (N = 33, d = 64, MLP 96).
+BLOCK_FORWARD_PASSES, BLOCK_BACKWARD_PASSES = 12, 50
+# The judge's rule for the block's recorded call (op_rules.py): linear layers (matrix products with a weight, and
+# the weights' gradients), GELU and element-wise ops; the backward also the LayerNorm gradient's row sums.
+BLOCK_RULE = OpRule(forward=_ELEMENTWISE | {"mm", "addmm", "gelu", "tanh", "erf"},
+                    backward=_ELEMENTWISE | _LN_BACKWARD_MATH | {"mm", "addmm", "gelu_backward", "tanh_backward",
+                                                                 "erf", "tanh", "stack", "cat", "slice_backward",
+                                                                 "select_backward"},
+                    output=0, weights=(1, 3, 7, 9), budget=_block_budget, why=FORWARD_WHY)
 
 
 def _block_cases(gen, on_gpu):
@@ -443,7 +492,7 @@ BLOCK = CorrectnessProblem(
     signature="block_forward(x, params, n_heads)", make_cases=_block_cases, reference=_block_reference,
     out_dtype=lambda c: (torch.float16,) * len(BLOCK_OUTPUTS),
     out_shape=lambda c: (tuple(c.inputs[0].shape),) * 2 + tuple(tuple(t.shape) for t in c.inputs[1:13]),
-    outputs=BLOCK_OUTPUTS, call=block_through_autograd, own_outputs=False)
+    outputs=BLOCK_OUTPUTS, call=block_through_autograd, own_outputs=False, replay_call=True, replay_ops=BLOCK_RULE)
 
 
 # ------------------------------------------------------------------ speed of the block
