@@ -130,3 +130,17 @@ def test_a_weight_something_wrote_into_is_no_longer_a_weight():
         launch = {"op": "launch", "kernel": "k", "grid": [1, 1, 1], "args": args}
         with pytest.raises(RuleBroken, match="neither is a weight"):
             RULE.check(_rec([launch, _mm(X, W, 3)], []), INPUTS)
+
+
+def test_an_ops_result_just_past_a_buffer_is_a_buffer_of_its_own():
+    """On a GPU the caching allocator packs allocations end to end: a result starting where the kept output ends
+    was once taken for a write into it (the solution's block lost its points on an H100)."""
+    from kernellab.record import OP, Recording
+    storage = torch.zeros(32)
+    kept, after = storage[:16], storage[16:]
+
+    class Base:  # a buffer over the first half only, as a guarded allocation would be
+        base = kept
+    rec = Recording([Base()])
+    rec.op(torch.ops.aten.add.Tensor, (kept, kept), {}, after)
+    assert rec.buffers[-1].kind == OP and rec.events[-1]["out"][0]["new"] == 1

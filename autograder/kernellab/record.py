@@ -85,11 +85,12 @@ class Recording:
                                    shape=tuple(guarded.view.shape), strides=tuple(guarded.view.stride()),
                                    dtype=dtype_name(guarded.view.dtype)))
 
-    def locate(self, ptr: int) -> tuple[int, int] | None:
+    def locate(self, ptr: int, end_ok: bool = True) -> tuple[int, int] | None:
         """(buffer index, byte offset) of an address inside a known buffer, or None."""
         # Strictly inside first: on a GPU the caching allocator packs buffers end to end, so the end of one
-        # is often the start of the next. The end itself only for a pointer no buffer holds (an empty view).
-        for strict in (True, False):
+        # is often the start of the next. The end itself only for a pointer no buffer holds (an empty view),
+        # and never for an op's result (new memory just past a buffer is not that buffer: ``op``).
+        for strict in (True, False) if end_ok else (True,):
             for i, b in enumerate(self.buffers):
                 if b.start <= ptr < b.start + b.nbytes or (not strict and ptr == b.start + b.nbytes):
                     return i, ptr - b.start
@@ -146,7 +147,7 @@ class Recording:
             if not isinstance(t, torch.Tensor):
                 event["out"].append(None)
                 continue
-            hit = self.locate(t.data_ptr()) if t.numel() else None
+            hit = self.locate(t.data_ptr(), end_ok=False) if t.numel() else None
             if hit is None:
                 storage = t.untyped_storage()
                 base = torch.empty(0, dtype=t.dtype, device=t.device)
