@@ -48,6 +48,7 @@ class OpRule:
     weights: tuple  # input indices that are weight matrices
     budget: Callable[[list], Budget]  # the call's inputs -> what it may spend
     why: str  # the lesson's rule, said with every refusal
+    split: bool = True  # False: a forward alone (a timed forward), no kept copy to split at
 
     def op(self, name: str):
         """The OpOverload a record names, if the rule allows it anywhere (the phase is checked before the run)."""
@@ -60,7 +61,7 @@ class OpRule:
         """Raise RuleBroken unless every recorded op is one this call may make, within its budget."""
         events, buffers = rec["events"], rec["buffers"]
         out_buf = rec["outputs"][self.output]["buf"]
-        end = next((i for i, e in enumerate(events) if e.get("op") == "copy" and e["dst"]["buf"] == out_buf), None)
+        end = _forward_end(events, out_buf) if self.split else len(events)
         if end is None:
             raise RuleBroken("The record does not keep the forward's output before the backward.")
         budget = self.budget(inputs)
@@ -133,12 +134,16 @@ def _written(e: dict) -> set:
     return set()
 
 
-def tally(rec: dict, output: int) -> dict:
+def _forward_end(events: list, out_buf: int) -> int | None:
+    """The index of the copy that keeps the forward's output (the call hook's), or None."""
+    return next((i for i, e in enumerate(events) if e.get("op") == "copy" and e["dst"]["buf"] == out_buf), None)
+
+
+def tally(rec: dict, output: int | None) -> dict:
     """What a record's PyTorch ops did per phase (for setting budgets and for tests): matrix-product FLOPs and
-    elements the other ops wrote."""
+    elements the other ops wrote (``output`` None: a forward alone)."""
     events = rec["events"]
-    out_buf = rec["outputs"][output]["buf"]
-    end = next(i for i, e in enumerate(events) if e.get("op") == "copy" and e["dst"]["buf"] == out_buf)
+    end = len(events) if output is None else _forward_end(events, rec["outputs"][output]["buf"])
     res = {"flops": 0.0, "forward_elements": 0, "backward_elements": 0, "ops": {}}
     for i, e in enumerate(events):
         if e.get("op") != "aten":

@@ -175,19 +175,21 @@ def _pool(problem: SpeedProblem, seed: int, device: str, sets: int = 2) -> list:
 
 
 def measure_speed(fn, problem: SpeedProblem, seed: int, rounds: int = 5, reps: int = 6,
-                  progress=None, watch: bool = True, parts: tuple = ("cand", "base")) -> dict:
+                  progress=None, watch: bool = True, parts: tuple = ("cand", "base"), hook: bool = True) -> dict:
     """Time ``fn`` against the problem's baseline; returns plain data for ``judge_speed``. The grade of record
     runs it in the judge on a replay of the learner's recorded call (``watch=False``: a replay is only
     Triton launches and allowed allocations by construction); a learner's check runs it on the function.
     ``parts``: only the candidate ("cand", in a worker) or only the baseline ("base", in a clean judge process),
-    for whole-program problems that are not replayed: the two halves are then timed in separate processes."""
+    for whole-program problems that are not replayed: the two halves are then timed in separate processes.
+    ``hook``: call ``fn`` through the problem's call hook (False: ``fn`` is a replay that recorded the hook too)."""
     device = "cuda"
     pool = _pool(problem, seed, device)
     live = [t.clone() if isinstance(t, torch.Tensor) else t for t in pool[0]]  # numbers (an eps) pass as they are
     rand = int.from_bytes(os.urandom(8), "little")
     pick = torch.Generator(device="cpu").manual_seed(rand)
     result = {"cand_ms": [], "base_ms": [], "sketches": [], "error": None, "wall_ms": None}
-    fn = functools.partial(call_learner, problem, fn)  # the problem's call hook, if it has one
+    if hook:
+        fn = functools.partial(call_learner, problem, fn)  # the problem's call hook, if it has one
 
     def refill(i):
         for dst, src in zip(live, pool[i]):

@@ -69,6 +69,7 @@ def _record_timed_call(fn, problem, seed: int, folder: pathlib.Path, phase=lambd
 
     from kernellab.guarded import guarded_copy
     from kernellab.invoke import describe_exception
+    from kernellab.problems.base import call_learner
     from kernellab.record import recording
     from kernellab.watch import watched
 
@@ -79,8 +80,8 @@ def _record_timed_call(fn, problem, seed: int, folder: pathlib.Path, phase=lambd
     call = f"`{problem.names[0]}` at the timed size"
     phase("run-call")
     try:
-        with watched() as st, recording(guards) as rec:
-            out = fn(*views)
+        with watched() as st, recording(guards, ops=problem.replay_ops is not None) as rec:
+            out = call_learner(problem, fn, *views)  # the problem's call hook, recorded with it (replay_call)
         torch.cuda.synchronize()
     except Exception as exc:  # noqa: BLE001
         return {"error": describe_exception(exc, call)}

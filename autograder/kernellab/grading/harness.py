@@ -340,7 +340,7 @@ def grade_problem(problem, nb, seed: int, ceil=None, facts: dict | None = None,
             job["seed"] = seed ^ int.from_bytes(os.urandom(5), "little")
             job["baseline_elsewhere"] = True
         (jobdir / "job.json").write_text(json.dumps(job))
-        # A whole program's speed (lesson 06) is timed in its worker: that worker needs its GPU alone.
+        # A whole program's speed (lesson 07's compiled step) is timed in its worker: that worker needs its GPU alone.
         why, info = _run_child(jobdir, interpreted, limit_s, alone=problem.kind == "speed", owner=owner)
         record.update(info)
         record["child_log_tail"] = worker_files.tail(jobdir / "child.log")

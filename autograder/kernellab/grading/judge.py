@@ -77,7 +77,7 @@ def replay_case(problem, case, rec: dict, folder: str, device: str):
                       extra_bytes=rp.extra_bytes())
 
 
-def replay_function(rec: dict, folder: str, device: str):
+def replay_function(rec: dict, folder: str, device: str, rule=None):
     """The recorded call as a function of fresh inputs (timed runs: no guards, no NaN fill). The replay is
     built, and its kernels loaded, by the first call: timing's untimed warm-up."""
     from ..replay import Replay
@@ -85,7 +85,7 @@ def replay_function(rec: dict, folder: str, device: str):
 
     def run(*inputs):
         if not built:
-            built.append(Replay(rec, folder, device, len(inputs)))
+            built.append(Replay(rec, folder, device, len(inputs), rule=rule))
         outs = built[0].run(list(inputs), guarded=False)
         return outs if rec.get("tuple") else outs[0]
     return run
@@ -131,7 +131,9 @@ def main(jobdir: str, parent_pid: int) -> int:
             if job.get("baseline_only"):  # a whole program timed in its worker: only the baseline here
                 m = measure_speed(None, problem, job["seed"], watch=False, parts=("base",))
             else:
-                m = measure_speed(replay_function(records[0], folder, "cuda"), problem, job["seed"], watch=False)
+                # The record holds the problem's call hook too (replay_call): the replay is called as it is.
+                m = measure_speed(replay_function(records[0], folder, "cuda", problem.replay_ops), problem,
+                                  job["seed"], watch=False, hook=not problem.replay_call)
         except Exception as exc:  # noqa: BLE001 - a refused record, or a kernel failing in a timed run
             m = {"error": describe_exception(exc, f"`{problem.names[0]}` at the timed size")}
         # Allocations that failed until the allocator gave back its cache and tried again: the timed runs had too

@@ -6,7 +6,7 @@ the fewest jobs; a speed problem, the GPU with the fewest speed problems, as the
 done). Each process it starts holds that GPU while it runs (``hold``): a worker, or a judge that
 replays for correctness, shares it; a judge that times, a speed problem's worker while it autotunes (each asks
 when it is ready: ``ask_for_gpu_alone``; the worker shares again once tuned: ``ask_to_share``) and a worker that
-times a whole program (lesson 06) hold it alone. A timed process that is waiting lets no new untimed one start on its GPU, so timing is never starved;
+times a whole program (lesson 07) hold it alone. A timed process that is waiting lets no new untimed one start on its GPU, so timing is never starved;
 it starts once the untimed processes already running there have ended. GPUs do not wait for each other: a
 timed run on GPU 0 leaves GPU 1's untimed work going (the timer reads the GPU, which they do not touch).
 

@@ -120,9 +120,9 @@ class CorrectnessProblem(Problem):
     # False where the problem lets PyTorch compute part of the result (lesson 06's block: cuBLAS
     # matmuls make the outputs, not an allocation of the learner's); the other checks still apply.
     own_outputs: bool = True
-    # The ``call`` runs only the learner's kernels and allowed torch calls (lesson 05's Function: its forward and
-    # backward through autograd), so the judge can replay what it recorded as it replays a kernel problem
-    # (grading/harness.replayable). Graded in the worker only, numpy on .numpy() views behind token launches passed.
+    # The judge replays the whole ``call`` as one recorded call (grading/harness.replayable): lesson 05's Function,
+    # forward and backward through autograd (graded in the worker, numpy on .numpy() views behind token launches
+    # passed); lesson 06's block and LayerNorm Function, with ``replay_ops``.
     replay_call: bool = False
     # A call that may use PyTorch ops besides the learner's kernels (lesson 06's block): the judge's op_rules.OpRule
     # for them; the worker records the ops too, and the judge does them itself after checking them against it.
@@ -531,6 +531,9 @@ class SpeedProblem(Problem):
     # The host's time per call that the timer hides (ms; timing.gpu_wait): None hides ~0.5-1 ms, a few launches.
     # A whole training step sets timing.STEP_HOST_MS, so that both sides are timed by their GPU work alone.
     host_ms: float | None = None
+    # As CorrectnessProblem's: the judge times a replay of the whole recorded call (lesson 06's forward and step)
+    replay_call: bool = False
+    replay_ops: object = None
 
     kind = "speed"
     needs_gpu = True

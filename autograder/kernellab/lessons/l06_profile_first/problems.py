@@ -468,6 +468,7 @@ BLOCK_RULE = OpRule(forward=_ELEMENTWISE | {"mm", "addmm", "gelu", "tanh", "erf"
                                                                  "erf", "tanh", "stack", "cat", "slice_backward",
                                                                  "select_backward"},
                     output=0, weights=(1, 3, 7, 9), budget=_block_budget, why=FORWARD_WHY)
+BLOCK_FORWARD_RULE = dataclasses.replace(BLOCK_RULE, split=False)  # the timed forward alone
 
 
 def _block_cases(gen, on_gpu):
@@ -545,14 +546,16 @@ BLOCK_SPEED = SpeedProblem(
     "block_speed", 2, ("block_forward",), "the block's forward: yours vs eager", signature=BLOCK.signature,
     make_inputs=_speed_inputs, baseline=_eager_forward, baseline_name="the eager block", reference_full=_reference_out,
     bytes_moved=_bytes, flops=lambda inputs: block_flops(GPU_SHAPE), bands=((2.0, 1.0), (1.5, 0.6), (1.2, 0.3)),
-    out_dtype=lambda inputs: torch.float16, precheck=BLOCK, call=_forward_call)
+    out_dtype=lambda inputs: torch.float16, precheck=BLOCK, call=_forward_call, replay_call=True,
+    replay_ops=BLOCK_FORWARD_RULE, host_ms=STEP_HOST_MS)
 
 BLOCK_TRAIN_SPEED = SpeedProblem(
     "block_train_speed", 2, ("block_forward",), "a training step's forward and backward: yours vs eager",
     signature=BLOCK.signature, make_inputs=_speed_inputs, baseline=_eager_step, baseline_name="the eager block",
     reference_full=_reference_step_sketch, sketch_of=step_sketch, bytes_moved=lambda i: 3 * _bytes(i),
     flops=lambda inputs: block_flops(GPU_SHAPE, backward=True), bands=((1.3, 1.0), (1.15, 0.6), (1.05, 0.3)),
-    out_dtype=lambda inputs: torch.float16, precheck=BLOCK, call=block_through_autograd, host_ms=STEP_HOST_MS)
+    out_dtype=lambda inputs: torch.float16, precheck=BLOCK, call=block_through_autograd, host_ms=STEP_HOST_MS,
+    replay_call=True, replay_ops=BLOCK_RULE)
 
 PROBLEMS = [PROFILE_ANSWERS, LAYERNORM_FUNCTION, BLOCK, BLOCK_SPEED, BLOCK_TRAIN_SPEED]
 
