@@ -31,10 +31,12 @@ c.OverwriteCells.add_missing_cells = True
 c.ClearSolutions.code_stub = {"python": 'raise NotImplementedError("write your code here")'}
 c.ClearSolutions.text_stub = "YOUR ANSWER HERE"
 # nbgrader's own sanitizing steps, after one that gives every cell this nbgrader's schema version: another one in a
-# single submission stopped the whole autograde run (grading/nbgrader_plugin.py, OneSchemaVersion).
+# single submission stopped the whole autograde run (grading/nbgrader_plugin.py, OneSchemaVersion); and before
+# OverwriteCells restores the locked cells, the learner's markdown made inert HTML (InertMarkdown): the formgrader
+# renders it unsanitized in the instructor's session.
 c.Autograde.sanitize_preprocessors = [
     f"{plugin}.OneSchemaVersion", "nbgrader.preprocessors.ClearOutput", "nbgrader.preprocessors.DeduplicateIds",
-    "nbgrader.preprocessors.OverwriteKernelspec", "nbgrader.preprocessors.OverwriteCells",
+    "nbgrader.preprocessors.OverwriteKernelspec", f"{plugin}.InertMarkdown", "nbgrader.preprocessors.OverwriteCells",
     "nbgrader.preprocessors.CheckCellMetadata"]
 # LeaveUnrun runs no learner code in nbgrader's process tree (no notebook kernel); GradeOfRecord grades each
 # problem in its own processes.

@@ -2,9 +2,10 @@
 processes), feedback and export, with a sqlite gradebook in a temporary course folder."""
 import json
 import math
+import re
 
 import pytest
-from nbformat.v4 import new_code_cell
+from nbformat.v4 import new_code_cell, new_markdown_cell, new_raw_cell
 
 from kernellab.grading import submissions as S
 from kernellab.grading.dryrun import differs
@@ -34,6 +35,8 @@ def graded(tmp_path_factory):
         "tamperer": _tampered(S.filled(rel, src, {"add_code": add.replace("x + y", "x - y")})),
     }
     subs["patcher"].cells.append(new_code_cell(MARKER_CELL))  # a plain cell, run by no worker: nbgrader's kernel?
+    # Markup that would run in the instructor's formgrader session (InertMarkdown)
+    subs["patcher"].cells += [new_markdown_cell(MARKUP), new_raw_cell(MARKUP, metadata={"raw_mimetype": "text/html"})]
     # Another nbgrader schema version on one cell: nbgrader's error for it ended the whole autograde run, and no
     # student after "patcher" (solution, tamperer) was graded (a red-team notebook; OneSchemaVersion).
     next(c for c in subs["patcher"].cells if "nbgrader" in c.metadata).metadata.nbgrader["schema_version"] = 4
@@ -48,6 +51,33 @@ def graded(tmp_path_factory):
 # autograded/<student>/<lesson>/) had it run there (grading/nbgrader_plugin.py, LeaveUnrun).
 MARKER_CELL = ("import pathlib\n"
                "(pathlib.Path.cwd().parents[2] / 'ran_beside_the_gradebook').write_text('learner code ran here')\n")
+
+
+MARKUP = ('**kept** answer <img src=x onerror="document.title=1"> <script>document.title=2</script> [a](javascript:alert(3)) '
+          '<a href="jav&#x61;script:alert(4)">b</a>\n\n<div>\n\n[c](javascript:alert(5))\n\n</div>')
+# MARKUP's handler inside a tag, its script element, its javascript: links (as escaped text they are fine; the
+# templates' own handlers are not the learner's)
+ACTIVE = re.compile(r"<[a-z]+[^<>]*\son\w+\s*=\s*\"?document|<script>document|<a[^<>]*href\s*=\s*\"?\s*jav", re.I)
+
+
+def test_learner_markup_reaches_the_instructors_views_inert(graded):
+    """The formgrader renders a submission's markdown unsanitized, in the instructor's session on the Jupyter
+    server's origin; nbgrader's feedback page alike. The autograded copy holds only cleaned, inert HTML."""
+    from nbconvert.exporters import HTMLExporter
+    from nbgrader.server_extensions.formgrader import handlers
+    from traitlets.config import Config
+    course, _, _ = graded
+    feedback = (course.ag / "feedback" / "patcher" / L / f"{L}.html").read_text()
+    config = Config()  # the formgrader's exporter, as its app configures it
+    config.HTMLExporter.template_name = "formgrade"
+    config.HTMLExporter.extra_template_basedirs = [handlers.template_path]
+    page, _ = HTMLExporter(config=config).from_filename(
+        str(course.ag / "autograded" / "patcher" / L / f"{L}.ipynb"),
+        resources={"assignment_id": L, "notebook_id": L, "submission_id": "s", "index": 0, "total": 1, "base_url": "",
+                   "student": "patcher", "last_name": "", "first_name": "", "notebook_path": "p"})
+    for html in (feedback, page):
+        assert "answer" in html and "<strong>kept</strong>" in html  # the learner's text is still there
+        assert not ACTIVE.search(html), ACTIVE.search(html)
 
 
 def test_no_learner_cell_runs_in_nbgraders_process(graded):

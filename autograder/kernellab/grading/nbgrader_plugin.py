@@ -11,6 +11,13 @@ formgrader, feedback and export stay nbgrader's own.
   to the one this nbgrader writes. A submission with another (a red-team notebook, 2026-11-27: 4 on a markdown
   cell; an older toolbar writes less) made nbgrader raise an error that ends the whole autograde run, so no
   student after it was graded. The cell's fields are still checked against the schema, per student.
+- ``InertMarkdown``: a sanitizing step before nbgrader restores the locked cells. The formgrader shows a
+  submission as HTML from the Jupyter server's own origin, with the learner's markdown rendered unsanitized (its
+  template has no clean_html; ``HTMLExporter.sanitize_html`` does not reach it): an ``<img onerror=...>`` in a
+  markdown cell would run in the instructor's session, which can call the server's API (a terminal, a kernel)
+  and rewrite the gradebook. Each markdown and raw cell the learner could write becomes the HTML it renders to,
+  cleaned by an allow-list (bleach: text, formatting, tables, http(s) and mailto links), on one line inside a
+  ``div`` that MathJax skips, so that no markdown renderer reads anything in it again; attachments are dropped.
 - ``GradeOfRecord``: runs every registered problem through the harness and writes into its
   test cell a stdout paragraph (why) and the clamped score (what nbgrader records). Results already in
   the course's result store (``autograder/grading_store/``, filled by ``kernellab term autograde``'s queue)
@@ -47,6 +54,44 @@ class LeaveUnrun(NbGraderPreprocessor):
                 cell.outputs = [new_output(
                     "error", ename="NotGraded", evalue=f"no problem of {lesson or 'this lesson'} grades `{gid}`",
                     traceback=[f"NotGraded: this test cell ({gid}) is not one the course grades; it scores 0."])]
+        return nb, resources
+
+
+# What a learner's markdown may render to in the instructor's views (InertMarkdown): no script, style, form,
+# frame, event handler or non-web link.
+SAFE_TAGS = {"p", "br", "hr", "h1", "h2", "h3", "h4", "h5", "h6", "em", "strong", "b", "i", "u", "s", "del", "code",
+             "pre", "blockquote", "ul", "ol", "li", "a", "img", "table", "thead", "tbody", "tr", "th", "td", "span",
+             "div", "sup", "sub", "dl", "dt", "dd"}
+SAFE_ATTRIBUTES = {"a": ["href", "title"], "img": ["src", "alt", "title"], "th": ["align"], "td": ["align"]}
+SAFE_PROTOCOLS = ["http", "https", "mailto"]
+
+
+def inert_html(markdown: str, raw: bool = False) -> str:
+    """``markdown`` (``raw``: a raw cell's text, shown as it is) as cleaned HTML that renders the same in any
+    markdown renderer: one line, in a block no math typesetter reads."""
+    import html
+
+    import bleach
+    from nbconvert.filters.markdown_mistune import markdown2html_mistune
+    rendered = f"<pre>{html.escape(markdown)}</pre>" if raw else markdown2html_mistune(markdown)
+    clean = bleach.clean(rendered, tags=SAFE_TAGS, attributes=SAFE_ATTRIBUTES, protocols=SAFE_PROTOCOLS, strip=True,
+                         strip_comments=True)
+    # A blank line would end the HTML block and hand the rest to the markdown renderer again.
+    return '<div class="tex2jax_ignore mathjax_ignore">' + clean.replace("\r", "").replace("\n", "&#10;") + "</div>"
+
+
+class InertMarkdown(NbGraderPreprocessor):
+    def preprocess(self, nb, resources):
+        nb.metadata.pop("widgets", None)  # widget state is written into the page as a script element's text
+        for cell in nb.cells:
+            if cell.cell_type == "code":
+                continue
+            cell.pop("attachments", None)
+            cell.source = inert_html(cell.source, raw=cell.cell_type == "raw")
+            if cell.cell_type == "raw":
+                cell.cell_type = "markdown"
+                cell.metadata.pop("raw_mimetype", None)
+                cell.metadata.pop("format", None)
         return nb, resources
 
 
