@@ -144,3 +144,14 @@ def test_an_ops_result_just_past_a_buffer_is_a_buffer_of_its_own():
     rec = Recording([Base()])
     rec.op(torch.ops.aten.add.Tensor, (kept, kept), {}, after)
     assert rec.buffers[-1].kind == OP and rec.events[-1]["out"][0]["new"] == 1
+
+
+def test_a_record_claiming_another_layout_for_an_ops_result_is_refused():
+    """A result's recorded strides are what later views of it assume: the judge's run must lay it out the same."""
+    problem = P["layernorm_function_correct"]
+    case, rec = _record(problem)
+    made = next(o for e in rec["events"] if e["op"] == "aten" for o in e["out"] if o and "new" in o
+                and len(o["view"]["shape"]) == 2)
+    made["view"]["strides"] = made["view"]["strides"][::-1]
+    replayed = replay_case(problem, case, rec, None, "cpu")
+    assert replayed.error and "another layout" in replayed.error, replayed.error

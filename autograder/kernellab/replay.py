@@ -300,6 +300,8 @@ class Replay:
             if not isinstance(t, torch.Tensor) or list(t.shape) != v.get("shape") or dtype_name(t.dtype) != v.get("dtype"):
                 raise ReplayError(f"{e['name']} returned other results in the replay than in the record.")
             if "new" in o:
+                if list(t.stride()) != v.get("strides") or t.storage_offset() * t.element_size() != v.get("offset"):
+                    raise ReplayError(f"{e['name']} returned another layout in the replay than in the record.")
                 buf = o["new"]
                 if not (isinstance(buf, int) and 0 <= buf < len(bases)) or bases[buf] is not None \
                         or self.rec["buffers"][buf]["kind"] != OP:
