@@ -10,7 +10,7 @@ from kernellab.grading import sandbox
 
 
 def test_the_corpus_covers_enough_threats_and_lessons():
-    assert len(C.CHEATS) >= 59 and len(C.CONTROLS) >= 22
+    assert len(C.CHEATS) >= 72 and len(C.CONTROLS) >= 23
     assert len({e.lesson for e in C.CHEATS}) >= 5
     assert {e.name for e in C.CHEATS if e.gpu} >= {"side_stream", "illegal_memory_access"}
 
