@@ -3,7 +3,8 @@ Triton kernels it launches.
 
 Allocation ops (empty, empty_like, zeros, ...) are served from guarded, NaN-filled buffers
 (see guarded.py) however the learner spells them. Compute ops are recorded: the graded
-function must compute with Triton. Work inside a Triton launch (the interpreter copies
+function must compute with Triton (or, where a problem allows some, within its rule: those ops go into the
+call's record too, for the judge to check and do again; op_rules.py). Work inside a Triton launch (the interpreter copies
 tensors around) and inside autotuning is not the learner's torch use and is not recorded.
 """
 from __future__ import annotations

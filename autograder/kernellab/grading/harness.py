@@ -397,11 +397,10 @@ def call_result(row: dict) -> CallResult:
 
 
 def replayable(problem) -> bool:
-    """Kernel problems the judge grades by replaying the worker's recorded calls. Problems whose check goes
-    through a call hook (autograd, a whole block with cuBLAS in it) stay in the worker: docs/GRADE_OF_RECORD.md;
-    one whose hook is recorded as one call (``replay_call``: lesson 05's Function, forward and backward through
+    """Problems the judge grades by replaying the worker's recorded calls: every kernel problem, and those whose
+    call hook is recorded as one call (``replay_call``: lesson 05's Function, forward and backward through
     autograd; lesson 06's block and LayerNorm Function, whose PyTorch ops the judge checks against their rule and
-    does itself) is replayed like a kernel problem."""
+    does itself). The others stay in the worker (lesson 07's compiled block: docs/GRADE_OF_RECORD.md)."""
     if problem.kind not in ("correctness", "speed") or os.environ.get("KERNELLAB_REPLAY", "1") == "0":
         return False
     if getattr(problem, "call", None) is None:
