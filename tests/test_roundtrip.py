@@ -37,6 +37,7 @@ def graded(tmp_path_factory):
     subs["patcher"].cells.append(new_code_cell(MARKER_CELL))  # a plain cell, run by no worker: nbgrader's kernel?
     # Markup that would run in the instructor's formgrader session (InertMarkdown)
     subs["patcher"].cells += [new_markdown_cell(MARKUP), new_raw_cell(MARKUP, metadata={"raw_mimetype": "text/html"})]
+    subs["patcher"].cells[-1]["id"] = 'x"><img src=x onerror="document.title=6">'  # ids go into the page's HTML
     # Another nbgrader schema version on one cell: nbgrader's error for it ended the whole autograde run, and no
     # student after "patcher" (solution, tamperer) was graded (a red-team notebook; OneSchemaVersion).
     next(c for c in subs["patcher"].cells if "nbgrader" in c.metadata).metadata.nbgrader["schema_version"] = 4

@@ -10,7 +10,9 @@ formgrader, feedback and export stay nbgrader's own.
 - ``OneSchemaVersion``: first of autograde's sanitizing steps, it sets every cell's nbgrader ``schema_version``
   to the one this nbgrader writes. A submission with another (a red-team notebook, 2026-11-27: 4 on a markdown
   cell; an older toolbar writes less) made nbgrader raise an error that ends the whole autograde run, so no
-  student after it was graded. The cell's fields are still checked against the schema, per student.
+  student after it was graded. The cell's fields are still checked against the schema, per student. A cell id
+  outside nbformat's pattern (they go into the formgrader's HTML: a red-team id held markup) is replaced by a
+  fresh one: nbconvert validates the notebook after this step, and refused the whole notebook for it.
 - ``InertMarkdown``: a sanitizing step before nbgrader restores the locked cells. The formgrader shows a
   submission as HTML from the Jupyter server's own origin, with the learner's markdown rendered unsanitized (its
   template has no clean_html; ``HTMLExporter.sanitize_html`` does not reach it): an ``<img onerror=...>`` in a
@@ -27,6 +29,8 @@ from __future__ import annotations
 
 import os
 import pathlib
+import re
+import uuid
 
 from nbformat.v4 import new_output
 from nbgrader.preprocessors import NbGraderPreprocessor
@@ -95,10 +99,15 @@ class InertMarkdown(NbGraderPreprocessor):
         return nb, resources
 
 
+_CELL_ID = re.compile(r"[a-zA-Z0-9_-]{1,64}")
+
+
 class OneSchemaVersion(NbGraderPreprocessor):
     def preprocess(self, nb, resources):
         from nbgrader.nbgraderformat import SCHEMA_VERSION
         for cell in nb.cells:
+            if "id" in cell and not (isinstance(cell["id"], str) and _CELL_ID.fullmatch(cell["id"])):
+                cell["id"] = uuid.uuid4().hex[:8]  # nbconvert validates after this step and refused the notebook
             meta = (cell.get("metadata") or {}).get("nbgrader")
             if isinstance(meta, dict):
                 meta["schema_version"] = SCHEMA_VERSION
