@@ -90,7 +90,7 @@ def _rec(forward, backward):
     n_ops = len(forward) + len(backward)
     buffers = [{"kind": "input", "index": 0}, {"kind": "input", "index": 1},
                {"kind": "alloc", "fill": "poison", "shape": [T, D], "strides": [D, 1], "dtype": "float32"}]
-    buffers += [{"kind": "op", "dtype": "float32", "numel": T * D}] * n_ops
+    buffers += [{"kind": "op", "dtype": "float32"}] * n_ops
     keep = {"op": "copy", "src": X, "dst": _view(OUT, [T, D])}
     return {"buffers": buffers, "events": forward + [keep] + backward, "outputs": [_view(OUT, [T, D])],
             "kernels": {}, "problem": None, "tuple": False}

@@ -81,15 +81,8 @@ class OpRule:
             name = e["name"].split(".")[1]
             if name not in (self.forward if phase == 0 else self.backward):
                 raise RuleBroken(f"The {('forward', 'backward')[phase]} ran torch {name}, which it may not. {self.why}")
-            tensors = [a["t"] for a in e["args"]["l"] if isinstance(a, dict) and "t" in a]
-            if name not in MATMULS and tensors and all(t["buf"] in weight_bufs for t in tensors):
-                # a weight cast or scaled (w.float()) is still that weight
-                weight_bufs |= {o["new"] for o in e["out"] if o and "new" in o}
             if name in MATMULS:
-                a, b = tensors[-2:]
-                if len(a["shape"]) != 2 or len(b["shape"]) != 2:
-                    raise RuleBroken(f"The call ran torch {name} on tensors of {len(a['shape'])} dimensions.")
-                m, k, n = a["shape"][0], a["shape"][1], b["shape"][1]
+                a, b, (m, k, n) = _product(e)
                 flops += 2.0 * m * k * n
                 of_a_weight = a["buf"] in weight_bufs or b["buf"] in weight_bufs
                 weights_gradient = phase == 1 and (m, n) in weight_shapes and k == budget.tokens
@@ -99,7 +92,11 @@ class OpRule:
                         f"{name}: neither is a weight, nor is the product a weight's gradient. Attention's products "
                         f"belong in your kernels. {self.why}")
             else:
-                written[phase] += sum(_numel(o["view"]["shape"]) for o in e["out"] if o)
+                tensors = _operands(e)
+                if tensors and all(t["buf"] in weight_bufs for t in tensors):
+                    # a weight cast or scaled (w.float()) is still that weight
+                    weight_bufs |= {o["new"] for o in e["out"] if o and "new" in o}
+                written[phase] += _elements(e)
         if flops > budget.flops * 1.001:
             raise RuleBroken(f"The call's matrix products did {flops / 1e6:.2f} MFLOP, more than the linear layers' "
                              f"{budget.flops / 1e6:.2f}: attention's products belong in your kernels. {self.why}")
@@ -111,11 +108,29 @@ class OpRule:
                     f"belongs in your kernels was done with PyTorch. {self.why}")
 
 
-def _numel(shape) -> int:
-    n = 1
-    for s in shape:
-        n *= int(s)
-    return n
+def _operands(e: dict) -> list:
+    """The tensors (views) a recorded op was given, in order."""
+    return [a["t"] for a in e["args"]["l"] if isinstance(a, dict) and "t" in a]
+
+
+def _product(e: dict) -> tuple:
+    """A matrix product's two matrices (the last two tensors: addmm's bias comes first) and its (m, k, n)."""
+    a, b = _operands(e)[-2:]
+    if len(a["shape"]) != 2 or len(b["shape"]) != 2:
+        raise RuleBroken(f"The call ran {e['name']} on tensors of {len(a['shape'])} dimensions.")
+    return a, b, (a["shape"][0], a["shape"][1], b["shape"][1])
+
+
+def _elements(e: dict) -> int:
+    """Elements a recorded op wrote: the sizes of its results."""
+    total = 0
+    for o in e["out"]:
+        if o:
+            n = 1
+            for size in o["view"]["shape"]:
+                n *= int(size)
+            total += n
+    return total
 
 
 def _written(e: dict) -> set:
@@ -151,11 +166,10 @@ def tally(rec: dict, output: int | None) -> dict:
         name = e["name"].split(".")[1]
         res["ops"][name] = res["ops"].get(name, 0) + 1
         if name in MATMULS:
-            a, b = [x["t"] for x in e["args"]["l"] if isinstance(x, dict) and "t" in x][-2:]
-            res["flops"] += 2.0 * a["shape"][0] * a["shape"][1] * b["shape"][1]
+            m, k, n = _product(e)[2]
+            res["flops"] += 2.0 * m * k * n
         else:
-            res["forward_elements" if i < end else "backward_elements"] += sum(
-                _numel(o["view"]["shape"]) for o in e["out"] if o)
+            res["forward_elements" if i < end else "backward_elements"] += _elements(e)
     return res
 
 

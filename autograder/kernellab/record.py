@@ -39,6 +39,13 @@ def view_of(t: torch.Tensor, buf: int, base_ptr: int) -> dict:
             "dtype": dtype_name(t.dtype)}
 
 
+def whole_storage(t: torch.Tensor) -> torch.Tensor:
+    """A flat tensor of ``t``'s dtype over the whole of its storage, from its start (an op's result as a buffer)."""
+    storage = t.untyped_storage()
+    return torch.empty(0, dtype=t.dtype, device=t.device).set_(storage, 0, (storage.nbytes() // t.element_size(),),
+                                                               (1,))
+
+
 @dataclasses.dataclass
 class Buffer:
     kind: str  # INPUT, ALLOC or OP
@@ -61,7 +68,7 @@ class Buffer:
         if self.kind == INPUT:
             return {"kind": INPUT, "index": self.index}
         if self.kind == OP:  # made by a recorded op: the judge's buffer is what its own run of the op returns
-            return {"kind": OP, "dtype": self.dtype, "numel": self.base.numel()}
+            return {"kind": OP, "dtype": self.dtype}
         return {"kind": ALLOC, "fill": self.fill, "shape": list(self.shape), "strides": list(self.strides),
                 "dtype": self.dtype}
 
@@ -149,12 +156,9 @@ class Recording:
                 continue
             hit = self.locate(t.data_ptr(), end_ok=False) if t.numel() else None
             if hit is None:
-                storage = t.untyped_storage()
-                base = torch.empty(0, dtype=t.dtype, device=t.device)
-                base.set_(storage, 0, (storage.nbytes() // t.element_size(),), (1,))
-                self.buffers.append(Buffer(OP, base, dtype=dtype_name(t.dtype)))
-                hit = (len(self.buffers) - 1, t.data_ptr() - base.data_ptr())
-                event["out"].append({"new": hit[0], "view": view_of(t, hit[0], base.data_ptr())})
+                self.buffers.append(Buffer(OP, whole_storage(t), dtype=dtype_name(t.dtype)))
+                new = len(self.buffers) - 1
+                event["out"].append({"new": new, "view": view_of(t, new, self.buffers[new].start)})
             else:
                 event["out"].append({"view": view_of(t, hit[0], self.buffers[hit[0]].start)})
         self.events.append(event)
@@ -439,4 +443,5 @@ class recording:
         _ACTIVE.remove(self.rec)
 
 
-__all__ = ["ALLOC", "INPUT", "OP", "Recording", "active", "constant_value", "free_names", "recording"]
+__all__ = ["ALLOC", "INPUT", "OP", "Recording", "active", "constant_value", "free_names", "recording",
+           "whole_storage"]

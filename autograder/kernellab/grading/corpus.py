@@ -989,20 +989,20 @@ CHEATS += [
     Entry("daemon_writes_the_judges_result", L5, "flash_backward_correct", "a double-forked daemon, started when "
           "the cell loads, waits for the judge's secret inputs beside the worker's folder, computes the reference "
           "and writes the judge's result file (the kernel itself writes almost nothing)",
-          lambda t: {"flash_backward_code": _DAEMON_FOR_THE_JUDGE}, says="never written"),
+          _whole("flash_backward_code", _DAEMON_FOR_THE_JUDGE), says="never written"),
     Entry("layernorm_filled_in_by_the_backward", L6, "layernorm_function_correct", "a forward that launches a "
           "token kernel and returns an empty y, which its backward (where PyTorch is allowed) fills in with the "
-          "LayerNorm computed in PyTorch", lambda t: {"layernorm_function_code": _LN_FROM_THE_BACKWARD}, says="wrong"),
+          "LayerNorm computed in PyTorch", _whole("layernorm_function_code", _LN_FROM_THE_BACKWARD), says="wrong"),
     Entry("block_in_elementwise_pytorch", L6, "block_correct", "the whole block in PyTorch ops outside the "
           "attention and LayerNorm lists (a broadcast product summed for Q K^T, expm1 for exp, means and a log for "
-          "the statistics), beside two token launches", lambda t: {"block_code": _BLOCK_ELEMENTWISE},
+          "the statistics), beside two token launches", _whole("block_code", _BLOCK_ELEMENTWISE),
           says="computed with PyTorch"),
     Entry("block_attention_per_head", L6, "block_correct", "attention written from per-head torch.mm products "
           "(the linear layers' op), tanh for exp and fill_ for the causal mask, beside the learner's own LayerNorm "
-          "kernels", lambda t: {"block_code": _BLOCK_PER_HEAD_MM}, says="neither is a weight"),
+          "kernels", _whole("block_code", _BLOCK_PER_HEAD_MM), says="neither is a weight"),
     Entry("function_in_numpy", L5, "attention_function_correct", "an autograd Function whose forward and backward "
           "compute in numpy on .numpy() views of the tensors, behind token launches (numpy never reaches PyTorch's "
-          "dispatcher, so the op watch sees nothing)", lambda t: {"attention_function_code": _FUNCTION_IN_NUMPY},
+          "dispatcher, so the op watch sees nothing)", _whole("attention_function_code", _FUNCTION_IN_NUMPY),
           says="never written", interpreter=True),
     Entry("def_line_in_a_docstring", L2, "matmul_correct", "a kernel whose docstring holds a second `def` line "
           "and the body it wants run (exec of a payload): the interpreter finds a kernel in its source by its last "
@@ -1016,7 +1016,7 @@ CHEATS += [
 
 CONTROLS = [
     Entry("block_three_projections_fp32_mlp", L6, "block_correct", "q, k, v from three linear layers on slices of "
-          "the weight, the MLP's first layer in fp32", lambda t: {"block_code": _BLOCK_THREE_PROJECTIONS}, expect="full"),
+          "the weight, the MLP's first layer in fp32", _whole("block_code", _BLOCK_THREE_PROJECTIONS), expect="full"),
     Entry("small_blocks_one_warp", L1, "add_correct", "BLOCK=128, one warp", _slow_add, expect="full"),
     Entry("autotuned_add", L1, "add_correct", "autotuned over three block sizes", _whole("add_code", _AUTOTUNED_ADD),
           expect="full"),

@@ -405,7 +405,7 @@ def replayable(problem) -> bool:
         return False
     if getattr(problem, "call", None) is None:
         return getattr(problem, "own_outputs", True)
-    return getattr(problem, "replay_call", False)
+    return problem.replay_call
 
 
 def _worker_result(folder: pathlib.Path, record: dict) -> tuple[dict | None, str | None]:

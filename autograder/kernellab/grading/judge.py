@@ -131,9 +131,9 @@ def main(jobdir: str, parent_pid: int) -> int:
             if job.get("baseline_only"):  # a whole program timed in its worker: only the baseline here
                 m = measure_speed(None, problem, job["seed"], watch=False, parts=("base",))
             else:
-                # The record holds the problem's call hook too (replay_call): the replay is called as it is.
+                # A record holds the problem's call hook too, if it has one: the replay is called as it is.
                 m = measure_speed(replay_function(records[0], folder, "cuda", problem.replay_ops), problem,
-                                  job["seed"], watch=False, hook=not problem.replay_call)
+                                  job["seed"], watch=False, hook=False)
         except Exception as exc:  # noqa: BLE001 - a refused record, or a kernel failing in a timed run
             m = {"error": describe_exception(exc, f"`{problem.names[0]}` at the timed size")}
         # Allocations that failed until the allocator gave back its cache and tried again: the timed runs had too

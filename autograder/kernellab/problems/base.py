@@ -63,6 +63,14 @@ class Problem:
     # The oldest GPU whose hardware the problem is about ((9, 0): TMA and Hopper's FP8 tensor cores). Below it a
     # speed problem awards nothing, and a correctness problem runs in the CPU interpreter.
     min_capability: tuple | None = None
+    # The judge replays the whole ``call`` of a correctness or speed problem as one recorded call
+    # (grading/harness.replayable): lesson 05's Function, forward and backward through autograd (graded in the
+    # worker, numpy on .numpy() views behind token launches passed); lesson 06's block and LayerNorm Function and
+    # the block's timed forward and step, with ``replay_ops``.
+    replay_call: bool = False
+    # A call that may use PyTorch ops besides the learner's kernels (lesson 06's block): the judge's op_rules.OpRule
+    # for them; the worker records the ops too, and the judge does them itself after checking them against it.
+    replay_ops: object = None
 
     kind = "base"
     needs_gpu = False
@@ -120,13 +128,6 @@ class CorrectnessProblem(Problem):
     # False where the problem lets PyTorch compute part of the result (lesson 06's block: cuBLAS
     # matmuls make the outputs, not an allocation of the learner's); the other checks still apply.
     own_outputs: bool = True
-    # The judge replays the whole ``call`` as one recorded call (grading/harness.replayable): lesson 05's Function,
-    # forward and backward through autograd (graded in the worker, numpy on .numpy() views behind token launches
-    # passed); lesson 06's block and LayerNorm Function, with ``replay_ops``.
-    replay_call: bool = False
-    # A call that may use PyTorch ops besides the learner's kernels (lesson 06's block): the judge's op_rules.OpRule
-    # for them; the worker records the ops too, and the judge does them itself after checking them against it.
-    replay_ops: object = None
 
     kind = "correctness"
 
@@ -531,9 +532,6 @@ class SpeedProblem(Problem):
     # The host's time per call that the timer hides (ms; timing.gpu_wait): None hides ~0.5-1 ms, a few launches.
     # A whole training step sets timing.STEP_HOST_MS, so that both sides are timed by their GPU work alone.
     host_ms: float | None = None
-    # As CorrectnessProblem's: the judge times a replay of the whole recorded call (lesson 06's forward and step)
-    replay_call: bool = False
-    replay_ops: object = None
 
     kind = "speed"
     needs_gpu = True
