@@ -495,7 +495,7 @@ def merge(parts: list[dict]) -> dict:
             if len(p["lessons"]) == 1:  # one lesson in this part: its own row
                 out["by_lesson"].setdefault(p["lessons"][0], {})[mode] = {
                     "submissions": m["students"], "per_student_s": m["per_student_s"], "gpu_util_mean": m["gpu_util_mean"],
-                    "wall_s": m["wall_s"]}
+                    "wall_s": m["wall_s"], **part_bound(m)}
             acc["students"] += m["students"]
             acc["problems"] += m["problems"]
             for k in ("timed_holds", "holds_beside_timing"):
@@ -515,6 +515,70 @@ def merge(parts: list[dict]) -> dict:
         m["per_student_s"] = round(m["wall_s"] / max(1, m["students"]), 1)
         m["wall_s"] = round(m["wall_s"], 1)
     return out
+
+
+def part_bound(m: dict) -> dict:
+    """What ``bounds`` needs of one part's mode, where its records had it: alone_s, the seconds the busiest GPU was
+    held alone (timings and tunings: one after another on a GPU); process_s, the seconds its grading processes ran
+    (workers and judges, their waits included); jobs, how many at a time."""
+    timeline, procs = m.get("gpu_timeline") or {}, m.get("process_s") or {}
+    if not timeline or not procs:
+        return {}
+    return {"alone_s": max(float(g["alone_s"]) for g in timeline.values()),
+            "process_s": round(sum(float(procs.get(f"{name}_s", 0.0)) for _, name in PROCESSES), 1),
+            "jobs": m["jobs"]}
+
+
+def bounds(res: dict) -> list[str]:
+    """The report's section on what bounds each part: its wall against alone_s + process_s / jobs (``part_bound``),
+    the time its GPUs' serial steps take plus its processes' seconds spread over the jobs that run at once. Where a
+    mode of N GPUs and the one-GPU queue graded the same lessons it says how far the processes' seconds would have to
+    fall for N GPUs to reach 0.85 N of one GPU's throughput: N GPUs divide alone_s by N, but process_s only by the
+    jobs more GPUs can run at once, and those grew with the jobs on a host of the same cores (``res["bounds"]``)."""
+    from kernellab.report import md_table
+    rows, parts = [], {}
+    for lesson, modes in sorted((res.get("by_lesson") or {}).items()):
+        for mode, v in modes.items():
+            if "alone_s" not in v or mode_spec(mode)[0] == "serial":  # one process at a time: nothing shared
+                continue
+            model = v["alone_s"] + v["process_s"] / max(1, v["jobs"])
+            parts.setdefault(mode, []).append(v)
+            rows.append([lesson, mode, v["wall_s"], v["alone_s"], round(v["process_s"]), v["jobs"], round(model, 1),
+                         f"{model / max(1e-9, v['wall_s']):.2f}"])
+    if not rows:
+        return []
+    res["bounds"] = {}
+    lines = ["", "What bounds each part: its wall against A + W / c, where A is the seconds its busiest GPU was held "
+             "alone (timings and tunings, one after another), W the seconds its grading processes ran (workers and "
+             "judges, waits included) and c the jobs at a time:", "",
+             *md_table(["lesson", "mode", "wall s", "A: alone s", "W: process s", "c: jobs", "A + W/c", "of wall"],
+                       rows)]
+    ones = [m for m in parts if mode_spec(m) == ("queue", 1) and not mode_cores(m)]
+    for mode in (m for m in parts if (mode_spec(m)[1] or 0) > 1 and ones):
+        one = ones[0]
+        same = sorted({ls for ls, v in res["by_lesson"].items() if "alone_s" in v.get(mode, {})
+                       and "alone_s" in v.get(one, {})})
+        if not same:
+            continue
+        a1, w1, c1 = (sum(res["by_lesson"][ls][one][k] for ls in same) for k in ("alone_s", "process_s", "jobs"))
+        an, wn, cn = (sum(res["by_lesson"][ls][mode][k] for ls in same) for k in ("alone_s", "process_s", "jobs"))
+        c1, cn = c1 / len(same), cn / len(same)
+        n, target = mode_spec(mode)[1], 0.85 * mode_spec(mode)[1]
+        growth = wn / max(1e-9, w1)  # the same work's process seconds with more jobs on the same cores
+        # (A1 + W1/c1) / (A1/n + g W1/cn) >= target  <=>  W1 (target g / cn - 1 / c1) <= A1 (1 - target / n)
+        per_w = target * growth / cn - 1 / c1
+        most = a1 * (1 - target / n) / per_w if per_w > 0 else None
+        entry = {"against": one, "lessons": same, "alone_s": [round(a1, 1), round(an, 1)],
+                 "process_s": [round(w1), round(wn)], "jobs": [c1, cn], "process_growth": round(growth, 2),
+                 "process_over_alone": round(w1 / max(1e-9, a1), 1),
+                 "most_process_over_alone_for_target": None if most is None else round(most / a1, 1)}
+        res["bounds"][mode] = entry
+        reach = (f"for {target:.2g}x, W would have to be at most {entry['most_process_over_alone_for_target']} times "
+                 f"A (it is {entry['process_over_alone']} times)") if most is not None else \
+            f"the jobs it adds outgrow the work's growth: {target:.2g}x needs no cut of W"
+        lines += ["", f"- `{mode}` against `{one}` ({len(same)} lessons): A {a1:.1f} -> {an:.1f} s, W {w1:.0f} -> "
+                  f"{wn:.0f} s ({growth:.2f}x the same work's process seconds), jobs {c1:.0f} -> {cn:.0f}; {reach}."]
+    return lines
 
 
 def gpu_in_header(header) -> str | None:
@@ -716,6 +780,7 @@ def write(res: dict, out: pathlib.Path, notes: list[str] = ()) -> str:
             [lesson, mode, v["submissions"], v["per_student_s"], v["gpu_util_mean"]]
             for lesson, modes in sorted(res["by_lesson"].items()) for mode, v in modes.items()])
     lines += more_gpus(res)
+    lines += bounds(res)
     lines += under_load(res)
     if notes:
         lines += ["", "Notes:", ""] + [f"- {n}" for n in notes]

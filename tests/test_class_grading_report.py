@@ -186,6 +186,38 @@ def test_a_second_gpu_is_set_against_one_gpu_of_the_same_machine(tmp_path):
     assert CG.more_gpus(res) == []
 
 
+def test_what_bounds_a_part_and_how_far_its_processes_would_have_to_fall(tmp_path):
+    """bounds(): each part's wall against A + W / c (alone seconds of its busiest GPU, process seconds, jobs), and for
+    two GPUs against one the most W may be, in units of A, for 0.85 N of one GPU's throughput when N GPUs divide A by
+    N and W grows as measured. Worked by hand: A1 = 20, W1 = 480, c 12 -> 18, W2 = 552 (1.15x):
+    W1 (1.7 * 1.15 / 18 - 1 / 12) <= 20 * (1 - 0.85)  ->  W1 <= 3 / 0.025278 = 118.7 = 5.9 A1."""
+    L1 = "01_roofline_vector_add"
+
+    def with_records(part, alone, process, jobs, gpus=1):
+        m = next(iter(part["modes"].values()))
+        m.update(jobs=jobs, gpu_timeline={str(g): {"span_s": 50.0, "held_s": 49.0, "alone_s": alone - g}
+                                          for g in range(gpus)},
+                 process_s={"worker_s": process * 0.75, "judge_s": process * 0.25, "slot_wait_s": 3.0})
+        return part
+    parts = [with_records(_part("queue_1gpu", L1, 61.0, 10, {}, {}), 20.0, 480.0, 12),
+             with_records(_part("queue_2gpu", L1, 42.0, 10, {}, {}), 11.0, 552.0, 18, gpus=2),
+             _part("serial_1gpu", L1, 300.0, 1, {}, {})]
+    res = CG.merge(parts)
+    text = CG.write(res, tmp_path)
+    assert "| 01_roofline_vector_add | queue_1gpu | 61.0 | 20.0 | 480 | 12 | 60.0 | 0.98 |" in text
+    assert "| 01_roofline_vector_add | queue_2gpu | 42.0 | 11.0 | 552 | 18 | 41.7 | 0.99 |" in text  # the busier GPU
+    assert "| serial_1gpu |" not in text.split("What bounds")[1].split("\n- ")[0]
+    b = res["bounds"]["queue_2gpu"]
+    assert b["process_growth"] == 1.15 and b["process_over_alone"] == 24.0 and b["jobs"] == [12, 18]
+    assert b["most_process_over_alone_for_target"] == round(0.15 / (1.7 * 1.15 / 18 - 1 / 12), 1) == 5.9
+    assert "W would have to be at most 5.9 times A (it is 24.0 times)" in text
+    # with jobs that grow faster than the work (4x the jobs, the same process seconds), no cut of W is needed
+    parts[1]["modes"]["queue_2gpu"].update(jobs=48, process_s={"worker_s": 480.0})
+    res = CG.merge(parts)
+    CG.write(res, tmp_path)
+    assert res["bounds"]["queue_2gpu"]["most_process_over_alone_for_target"] is None
+
+
 def test_gpu_busy_is_kept_per_gpu():
     from kernellab.grading.gpu_usage import GpuUsage
     u = GpuUsage(gpus=[0, "1"])
