@@ -162,12 +162,15 @@ def test_gpu_state_reads_nvidia_smi_and_falls_back_to_the_older_field_name(tmp_p
 
 
 def test_jobs_at_once_follow_the_cpu_cores_as_well_as_gpu_memory():
-    from kernellab.grading.classqueue import jobs_within
+    from kernellab.grading.classqueue import jobs_per_gpu, jobs_within
     from kernellab.grading.cores import untimed_cores
+    h200, h100 = jobs_per_gpu(150_000_000_000), jobs_per_gpu(85_000_000_000)  # 139.7 and 79.2 GiB
+    assert (h200, h100, jobs_per_gpu(4 * 2**30), jobs_per_gpu(400 * 2**30)) == (16, 9, 1, 16)
     two_h200 = len(untimed_cores(2, set(range(32))))  # 28: two cores kept for each GPU's timing
-    assert jobs_within(12, 2, 32, two_h200) == 18  # the cores, not the memory (24), limit two H200s
-    assert jobs_within(12, 1, 32, len(untimed_cores(1, set(range(32))))) == 12  # one GPU: its memory
-    assert jobs_within(12, 1, 16, len(untimed_cores(1, set(range(16))))) == 9
+    assert jobs_within(h200, 2, 32, two_h200) == 18  # the cores, not the memory (32), limit two H200s
+    assert jobs_within(h200, 1, 32, len(untimed_cores(1, set(range(32))))) == 16  # one GPU: its memory's cap
+    assert jobs_within(h100, 1, 32, len(untimed_cores(1, set(range(32))))) == 9  # an 80 GB H100: its memory
+    assert jobs_within(h200, 1, 16, len(untimed_cores(1, set(range(16))))) == 9  # 14 untimed cores
     assert jobs_within(12, 4, 8, 4) == 4 and jobs_within(12, 4, 4, 4) == 2  # one per GPU at least; two cores short
     assert jobs_within(1, 1, 2, 2) == 1
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import collections
 import contextlib
-import os
 import pathlib
 import sys
 import time
@@ -29,6 +28,10 @@ from .store import STORE_DIR, Store, notebook_hash
 
 # GiB of GPU memory a grading job may need (a worker's or judge's CUDA context, the largest lesson's inputs).
 GIB_PER_JOB = 8
+# Jobs on one GPU at most, whatever its memory: one H200 (141 GB) with 30 untimed cores graded lessons 02 and 04 in
+# 68.2 and 70.2 s with 16 jobs against 79.1 and 81.9 s with 12, interleaved on one machine (2026-11-27 11:14-11:20
+# UTC, assets/gpu/class_grading_jobs_1114utc/); no allocation was retried and no grading was done again alone.
+MAX_JOBS_PER_GPU = 16
 
 
 def gpu_count() -> int:
@@ -41,7 +44,7 @@ def gpu_count() -> int:
 
 
 def default_jobs(gpus: int | None = None) -> int:
-    """Jobs at a time: no more jobs per GPU than its memory holds at GIB_PER_JOB each (at most 12), and no more
+    """Jobs at a time: no more jobs per GPU than its memory holds at GIB_PER_JOB each (``jobs_per_gpu``), and no more
     than two for every three CPU cores left after those kept for timing (grading/cores.py); on a CPU, half the
     cores. The CPU is what a class's jobs run short of first: on two H200s with 32 cores (28 untimed), 18 jobs
     graded lessons 01 and 03 in 29.2 and 51.3 s, 24 jobs in 34.2 and 54.2 s, their processes slower for want of
@@ -52,8 +55,13 @@ def default_jobs(gpus: int | None = None) -> int:
         return max(1, cores // 2)
     import torch
     gpus = gpus or gpu_count()
-    per_gpu = max(1, min(12, int(torch.cuda.get_device_properties(0).total_memory / 2**30) // GIB_PER_JOB))
+    per_gpu = jobs_per_gpu(torch.cuda.get_device_properties(0).total_memory)
     return jobs_within(per_gpu, gpus, cores, len(untimed_cores(gpus)))
+
+
+def jobs_per_gpu(memory_bytes: int) -> int:
+    """Jobs one GPU of ``memory_bytes`` holds at GIB_PER_JOB each, at least one and at most MAX_JOBS_PER_GPU."""
+    return max(1, min(MAX_JOBS_PER_GPU, int(memory_bytes / 2**30) // GIB_PER_JOB))
 
 
 def jobs_within(per_gpu: int, gpus: int, cores: int, untimed: int) -> int:
