@@ -17,19 +17,24 @@ from kernellab.paths import repo_root, tool_env
 
 needs_landlock = pytest.mark.skipif(sandbox.abi() < 6, reason="needs Landlock ABI 6 (Linux 6.12): signal scoping")
 
-PROBE = textwrap.dedent('''
-    import json, os, socket, sys
-    sys.path.insert(0, {package!r})
-    from kernellab.grading.sandbox import confine
-    base, secret = sys.argv[1], sys.argv[2]
-    how = confine([os.path.join(base, "worker")], [base, {root!r}])
-    seen = {{"how": how}}
+# What a probe tried, and how it ended: "allowed", or the error (the probes' shared part, put in by format).
+ATTEMPTS = textwrap.dedent('''
+    seen = {"how": how}
     def attempt(name, f):
         try:
             f()
             seen[name] = "allowed"
         except OSError as exc:
             seen[name] = type(exc).__name__
+''').strip("\n")
+
+PROBE = textwrap.dedent('''
+    import json, os, socket, sys
+    sys.path.insert(0, {package!r})
+    from kernellab.grading.sandbox import confine
+    base, secret = sys.argv[1], sys.argv[2]
+    how = confine([os.path.join(base, "worker")], [base, {root!r}])
+    {attempts}
     attempt("own_folder", lambda: open(os.path.join(base, "worker", "x"), "w").write("x"))
     attempt("judge_read", lambda: open(os.path.join(base, "judge", "cases.pt")).read())
     attempt("judge_write", lambda: open(os.path.join(base, "judge", "judged.pt"), "w").write("x"))
@@ -53,7 +58,8 @@ def test_a_confined_process_reaches_only_its_own_folders(tmp_path):
     secret.parent.mkdir()
     secret.write_text("s3cret")
     root = repo_root()
-    probe = PROBE.format(package=str(root / "autograder"), root=str(root), solutions=str(root / "solutions"))
+    probe = PROBE.format(package=str(root / "autograder"), root=str(root), solutions=str(root / "solutions"),
+                         attempts=ATTEMPTS)
     r = subprocess.run([sys.executable, "-c", probe, str(base), str(secret)], capture_output=True, text=True,
                        timeout=120, env={**os.environ, "KERNELLAB_SECRET": "in-the-environment"})
     assert r.returncode == 0, r.stderr[-2000:]
@@ -126,3 +132,46 @@ def test_the_grader_reads_a_workers_folder_without_following_what_it_planted(tmp
     assert secret.read_text() == "s3cret"
     W.write_new(work / "fresh", "go")
     assert (work / "fresh").read_text() == "go"
+
+
+JUDGE_PROBE = textwrap.dedent('''
+    import json, os, sys
+    sys.path.insert(0, {package!r})
+    from kernellab.grading.sandbox import confine_job
+    base = sys.argv[1]
+    how = confine_job(os.path.join(base, "judge"))
+    {attempts}
+    attempt("own_cases", lambda: open(os.path.join(base, "judge", "cases.pt")).read())
+    attempt("own_result", lambda: open(os.path.join(base, "judge", "judged.pt"), "w").write("x"))
+    attempt("worker_folder", lambda: os.listdir(os.path.join(base, "worker")))
+    attempt("solutions", lambda: os.listdir({solutions!r}))
+    attempt("signal_parent", lambda: os.kill(os.getppid(), 0))
+    print(json.dumps(seen))
+''')
+
+
+@needs_landlock
+def test_a_judge_that_interprets_kernels_is_confined_to_its_job_folder(tmp_path):
+    """An interpreting judge runs each recorded kernel's body as Python (what passed the purity check): it is
+    confined as a worker is (sandbox.confine_job), so a body that got past the check reads neither the worker's
+    folder beside it nor the course, and signals nothing. A real grading's judge says so in the record."""
+    from kernellab.grading import harness
+    from kernellab.lessons import problems_of
+    base = tmp_path / "kl-grade"
+    (base / "worker").mkdir(parents=True)
+    (base / "judge").mkdir()
+    (base / "judge" / "cases.pt").write_text("the inputs")
+    root = repo_root()
+    probe = JUDGE_PROBE.format(package=str(root / "autograder"), solutions=str(root / "solutions"),
+                               attempts=ATTEMPTS)
+    r = subprocess.run([sys.executable, "-c", probe, str(base)], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    seen = json.loads(r.stdout.splitlines()[-1])
+    assert seen.pop("how").startswith("landlock ABI")
+    assert seen == {"own_cases": "allowed", "own_result": "allowed", "worker_folder": "PermissionError",
+                    "solutions": "PermissionError", "signal_parent": "PermissionError"}
+    lesson = "01_roofline_vector_add"
+    src = S.read(root / "solutions" / lesson / f"{lesson}.ipynb")
+    outcome, record = harness.grade_problem(problems_of(lesson)["add_correct"], src, 1234, lesson=lesson)
+    assert outcome.fraction == 1.0, outcome.message
+    assert record["judge_sandbox"].startswith("landlock ABI"), record["judge_sandbox"]

@@ -96,24 +96,6 @@ def _record_timed_call(fn, problem, seed: int, folder: pathlib.Path, phase=lambd
     return {"records": [row["record"]]}
 
 
-def _confine(job_dir: pathlib.Path, scratch: str) -> str:
-    """Landlock this process before any learner code exists in it (grading/sandbox.py): from here it (and every
-    process it starts) reads and writes only its job folder, its scratch folder and its submission's Triton
-    cache, reads the system and Python's folders, and signals nothing it did not start. The folders a sys.path
-    entry must not open: the grading's temporary folder (the judge's beside this one), the checkout of the course
-    (its secret, solutions, submissions and store) and the home folder."""
-    import os
-
-    from kernellab.grading.sandbox import confine
-    from kernellab.paths import repo_root
-    writable = [str(job_dir), scratch] + [os.environ[k] for k in ("TRITON_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR")
-                                          if os.environ.get(k)]
-    root = repo_root()  # a checkout's root; an installed package's is Python's own library folder
-    checkout = [str(root)] if (root / "autograder").is_dir() else []
-    protect = [str(job_dir.parent), *checkout, os.path.expanduser("~")]
-    return confine(writable, protect)
-
-
 def main(jobdir: str, parent_pid: int) -> int:
     die_with_parent(parent_pid)
     job_dir = pathlib.Path(jobdir).resolve()
@@ -172,7 +154,8 @@ def main(jobdir: str, parent_pid: int) -> int:
     # Files the learner's code writes land away from the job, in the grader's temporary folder (removed with it).
     scratch = tempfile.mkdtemp(prefix="scratch-", dir=job_dir.parent)
     tempfile.tempdir = os.environ["TMPDIR"] = scratch  # Triton's and ptxas's temporary files too
-    out["sandbox"] = _confine(job_dir, scratch)
+    from kernellab.grading.sandbox import confine_job
+    out["sandbox"] = confine_job(job_dir, scratch)  # before any learner code exists in this process
     os.chdir(scratch)
     integrity.refuse_threads()
     snapshot = integrity.Snapshot()

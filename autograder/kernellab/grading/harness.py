@@ -548,6 +548,7 @@ def _run_judge(problem, judge: pathlib.Path, interpreted: bool, limit_s, record:
     if why:
         return Outcome(problem.id, 0.0, why.replace("The process running your code", "The judge replaying your kernels"))
     judged = worker_files.load_torch(judge / "judged.pt")
+    record["judge_sandbox"] = str(judged.get("sandbox"))[:120]  # grading/sandbox.py, where the judge interprets
     return Outcome(problem.id, 0.0, judged["error"]) if judged.get("error") else judged
 
 

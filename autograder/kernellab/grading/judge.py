@@ -91,6 +91,25 @@ def replay_function(rec: dict, folder: str, device: str, rule=None):
     return run
 
 
+def _confine_if_interpreting(job_dir: pathlib.Path, device: str) -> str:
+    """A judge that replays in Triton's interpreter runs each recorded kernel's body as Python in this process (only
+    what passed replay's purity check: docs/GRADE_OF_RECORD.md, residual risk 4); it is confined to its job folder
+    as a worker is (sandbox.confine_job) before it runs one, so a body that got past the check still cannot read
+    the course's secret, the other jobs' folders or the grading process, or signal them. A judge on a GPU loads
+    compiled kernels, builds their launchers itself from checked signatures and runs no learner Python: it is left
+    as it was, as nothing there was measured confined."""
+    if device != "cpu":
+        return "not confined: replays compiled kernels on the GPU (no learner Python)"
+    import os
+    import tempfile
+
+    from .sandbox import confine_job
+    scratch = job_dir / "scratch"  # temporary files inside the job folder, removed with it
+    scratch.mkdir(exist_ok=True)
+    tempfile.tempdir = os.environ["TMPDIR"] = str(scratch)
+    return confine_job(job_dir)
+
+
 def main(jobdir: str, parent_pid: int) -> int:
     from .zygote import die_with_parent
     die_with_parent(parent_pid)
@@ -107,7 +126,7 @@ def main(jobdir: str, parent_pid: int) -> int:
     problem = problems_of(job["lesson"])[job["problem"]]
     folder = str(job_dir / "kernels")
     device = "cpu" if job.get("interpreted") or not DEVICE.on_gpu else "cuda"
-    out = {"error": None}
+    out = {"error": None, "sandbox": _confine_if_interpreting(job_dir, device)}
     (job_dir / "phase").write_text("run")
     if problem.kind == "correctness":
         cases = torch.load(job_dir / "cases.pt", weights_only=False)

@@ -1,5 +1,6 @@
-"""Confine a worker before it loads the learner's cells: Linux Landlock, which an unprivileged process may apply
-to itself and which everything it starts inherits, and which no later code in it can lift.
+"""Confine a grading process (a worker before it loads the learner's cells, a judge before it interprets a
+kernel's body): Linux Landlock, which an unprivileged process may apply to itself and which everything it starts
+inherits, and which no later code in it can lift.
 
 What a confined worker (and any process it starts) can still do: read and run the system's and Python's files
 (``/usr``, ``/lib``, ``/etc``, ``/opt``, ``/sys``, its own ``/proc`` entry and the machine-wide ones, the
@@ -130,6 +131,23 @@ def confine(writable: list[str], protect: list[str]) -> str:
         os.close(ruleset)
     what = ["files"] + (["TCP"] if net else []) + (["signals", "abstract sockets"] if scoped else [])
     return f"landlock ABI {version}: " + ", ".join(what)
+
+
+def confine_job(job_dir, *also: str) -> str:
+    """Confine a grading process to its job folder (``confine``): from here it (and every process it starts) reads
+    and writes only ``job_dir``, the folders ``also`` (a worker's scratch folder) and its Triton and Inductor caches
+    (TRITON_CACHE_DIR, TORCHINDUCTOR_CACHE_DIR), reads the system's and Python's folders, and signals nothing it did
+    not start. Protected, even where a sys.path entry would open them: the grading's temporary folder (other jobs'
+    folders, the judge's beside a worker's), the course's checkout (its secret, solutions, submissions and store)
+    and the home folder. A worker applies it before any learner code exists in it, an interpreting judge before it
+    runs a kernel's body (grading/judge.py)."""
+    from ..paths import repo_root
+    job_dir = os.fspath(job_dir)
+    writable = [job_dir, *also] + [os.environ[k] for k in ("TRITON_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR")
+                                   if os.environ.get(k)]
+    root = repo_root()  # a checkout's root; an installed package's is Python's own library folder
+    checkout = [str(root)] if (root / "autograder").is_dir() else []
+    return confine(writable, [os.path.dirname(os.path.realpath(job_dir)), *checkout, os.path.expanduser("~")])
 
 
 def _allow(libc, ruleset: int, path: str, access: int) -> None:
