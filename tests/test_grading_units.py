@@ -250,8 +250,23 @@ def test_each_submission_s_workers_have_a_triton_cache_of_their_own(monkeypatch)
         cache = outcome.message.split("at ", 1)[1].split()[0].strip("'\".,")
         worker, *judges = [e["TORCHINDUCTOR_CACHE_DIR"] for e in told]
         assert worker == str(pathlib.Path(cache) / "inductor")
-        assert all(j == str(pathlib.Path(harness.triton_cache("judge")) / "inductor") for j in judges)
+        judges_cache = harness.triton_cache("judge" if harness.DEVICE.on_gpu else "interpreting-judge")
+        assert all(j == str(pathlib.Path(judges_cache) / "inductor") for j in judges)
         return cache
+
+    # A judge that interprets kernels (all of them on a CPU) runs their bodies: it gets a cache of its own kind, never
+    # the one whose launchers a GPU judge loads.
+    from kernellab.grading import submissions as S
+    from kernellab.paths import repo_root
+    lesson = "01_roofline_vector_add"
+    told.clear()
+    solved, _ = harness.grade_problem(ADD, S.read(repo_root() / "solutions" / lesson / f"{lesson}.ipynb"), seed=3,
+                                      lesson=lesson)
+    assert solved.fraction == 1.0, solved.message
+    worker_env, judge_env = told
+    interpreting = harness.triton_cache("interpreting-judge")
+    assert judge_env["TRITON_CACHE_DIR"] == interpreting != harness.triton_cache("judge")
+    assert worker_env["TRITON_CACHE_DIR"] not in (interpreting, harness.triton_cache("judge"))
 
     a, b = notebook("a"), notebook("b")
     first, again, other = cache_of(a), cache_of(a), cache_of(b)

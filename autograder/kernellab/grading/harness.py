@@ -83,11 +83,12 @@ _TRITON_LOCK = threading.Lock()  # the class queue grades from several threads
 
 
 def triton_cache(owner: str | None) -> str:
-    """Triton's cache folder for ``owner``'s processes: "judge" (every judge: never handed to a worker, so a worker
-    cannot plant a binary or a launcher there for a judge to load), or one submission's notebook hash (the
-    workers of that submission: its problems reuse what its first worker compiled, and no worker loads a binary
-    or a launcher that another submission's worker wrote; with Triton's one default cache for every worker, a
-    submission could overwrite another student's compiled kernels). None: a folder of its own. Each is a folder
+    """Triton's cache folder for ``owner``'s processes: "judge" (every judge that replays on a GPU: never handed to a
+    worker, so a worker cannot plant a binary or a launcher there for a judge to load), "interpreting-judge" (judges
+    that run kernel bodies in Triton's interpreter: kept apart from the GPU judges' for the same reason), or one
+    submission's notebook hash (the workers of that submission: its problems reuse what its first worker compiled,
+    and no worker loads a binary or a launcher that another submission's worker wrote; with Triton's one default
+    cache for every worker, a submission could overwrite another student's compiled kernels). None: a folder of its own. Each is a folder
     of its own in the temporary folder, randomly named (not beside the others, where a worker told of its own
     would find them), removed with this process (``drop_triton_caches``); worker and judge still run as one user
     (docs/GRADE_OF_RECORD.md)."""
@@ -158,7 +159,11 @@ def _start_child(jobdir, interpreted, limit_s, module, result, extra_env: dict,
     with open(jobdir / f"{module.rsplit('.', 1)[-1]}.log", "wb") as log:
         # Its own session, so a budget can kill the child's whole group; our pid, so it dies with us.
         env = {**_child_env(interpreted), **extra_env}
-        caches = triton_cache("judge" if module.endswith(".judge") else owner)
+        # A judge that interprets kernels runs their bodies (confined, but with its Triton cache writable): never the
+        # cache whose launchers a GPU judge loads.
+        judge_key = ("interpreting-judge" if interpreted or not DEVICE.on_gpu else "judge") \
+            if module.endswith(".judge") else None
+        caches = triton_cache(judge_key or owner)
         env["TRITON_CACHE_DIR"] = caches
         env["TORCHINDUCTOR_CACHE_DIR"] = inductor_cache(caches)
         # A fork of a warm process that already imported torch and Triton (grading/zygote.py), else a fresh one.
