@@ -536,13 +536,13 @@ def bounds(res: dict) -> list[str]:
     fall for N GPUs to reach 0.85 N of one GPU's throughput: N GPUs divide alone_s by N, but process_s only by the
     jobs more GPUs can run at once, and those grew with the jobs on a host of the same cores (``res["bounds"]``)."""
     from kernellab.report import md_table
-    rows, parts = [], {}
+    rows, graded = [], set()
     for lesson, modes in sorted((res.get("by_lesson") or {}).items()):
         for mode, v in modes.items():
             if "alone_s" not in v or mode_spec(mode)[0] == "serial":  # one process at a time: nothing shared
                 continue
             model = v["alone_s"] + v["process_s"] / max(1, v["jobs"])
-            parts.setdefault(mode, []).append(v)
+            graded.add(mode)
             rows.append([lesson, mode, v["wall_s"], v["alone_s"], round(v["process_s"]), v["jobs"], round(model, 1),
                          f"{model / max(1e-9, v['wall_s']):.2f}"])
     if not rows:
@@ -553,9 +553,8 @@ def bounds(res: dict) -> list[str]:
              "judges, waits included) and c the jobs at a time:", "",
              *md_table(["lesson", "mode", "wall s", "A: alone s", "W: process s", "c: jobs", "A + W/c", "of wall"],
                        rows)]
-    ones = [m for m in parts if mode_spec(m) == ("queue", 1) and not mode_cores(m)]
-    for mode in (m for m in parts if (mode_spec(m)[1] or 0) > 1 and ones):
-        one = ones[0]
+    one, _ = one_gpu_queues(res)
+    for mode in (m for m in res["modes"] if m in graded and (mode_spec(m)[1] or 0) > 1 and one in graded):
         same = sorted({ls for ls, v in res["by_lesson"].items() if "alone_s" in v.get(mode, {})
                        and "alone_s" in v.get(one, {})})
         if not same:
@@ -632,14 +631,20 @@ def seconds_per_submission_over_both(res: dict, a: str, b: str) -> tuple[tuple[f
     return (per(a), per(b)), both
 
 
+def one_gpu_queues(res: dict) -> tuple[str | None, list[str]]:
+    """The local queue on one GPU that modes of more GPUs are set against (all the machine's cores first), and the
+    other one-GPU queues: one GPU on a share of the cores, what a node of its own would bring."""
+    ones = [m for m in res["modes"] if mode_spec(m) == ("queue", 1)]
+    one = next((m for m in ones if not mode_cores(m)), ones[0] if ones else None)
+    return one, [m for m in ones if m != one]
+
+
 def more_gpus(res: dict) -> list[str]:
     """The report's section on the GPUs added: each mode of N > 1 GPUs against the queue on one GPU of the same
     machine (throughput, target 1.7x for two), with its scores and speed ratios against serial grading and that
     one-GPU queue (targets: identical, within 3%). Into ``res["more_gpus"]``."""
     from kernellab.report import md_table, met
-    ones = [m for m in res["modes"] if mode_spec(m) == ("queue", 1)]
-    one = next((m for m in ones if not mode_cores(m)), ones[0] if ones else None)  # all the machine's cores first
-    shares = [m for m in ones if m != one]  # one GPU on a share of the cores: what a node of its own would bring
+    one, shares = one_gpu_queues(res)
     many = [m for m in res["modes"] if (mode_spec(m)[1] or 0) > 1]
     if one is None or not many:
         return []

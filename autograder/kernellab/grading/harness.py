@@ -88,8 +88,8 @@ def triton_cache(owner: str | None) -> str:
     that run kernel bodies in Triton's interpreter: kept apart from the GPU judges' for the same reason), or one
     submission's notebook hash (the workers of that submission: its problems reuse what its first worker compiled,
     and no worker loads a binary or a launcher that another submission's worker wrote; with Triton's one default
-    cache for every worker, a submission could overwrite another student's compiled kernels). None: a folder of its own. Each is a folder
-    of its own in the temporary folder, randomly named (not beside the others, where a worker told of its own
+    cache for every worker, a submission could overwrite another student's compiled kernels). None: a folder of
+    its own. Each is a folder of its own in the temporary folder, randomly named (not beside the others, where a worker told of its own
     would find them), removed with this process (``drop_triton_caches``); worker and judge still run as one user
     (docs/GRADE_OF_RECORD.md)."""
     with _TRITON_LOCK:
@@ -161,13 +161,12 @@ def _start_child(jobdir, interpreted, limit_s, module, result, extra_env: dict,
         env = {**_child_env(interpreted), **extra_env}
         # A judge that interprets kernels runs their bodies (confined, but with its Triton cache writable): never the
         # cache whose launchers a GPU judge loads.
-        judge_key = ("interpreting-judge" if interpreted or not DEVICE.on_gpu else "judge") \
-            if module.endswith(".judge") else None
-        caches = triton_cache(judge_key or owner)
+        on_cpu = interpreted or not DEVICE.on_gpu
+        caches = triton_cache(("interpreting-judge" if on_cpu else "judge") if module.endswith(".judge") else owner)
         env["TRITON_CACHE_DIR"] = caches
         env["TORCHINDUCTOR_CACHE_DIR"] = inductor_cache(caches)
         # A fork of a warm process that already imported torch and Triton (grading/zygote.py), else a fresh one.
-        proc = zygote.spawn(module, [jobdir], env, jobdir, log.name, interpreted or not DEVICE.on_gpu)
+        proc = zygote.spawn(module, [jobdir], env, jobdir, log.name, on_cpu)
         if proc is None:
             proc = subprocess.Popen([sys.executable, "-m", module, str(jobdir), str(os.getpid())],
                                     cwd=jobdir, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
