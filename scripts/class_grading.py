@@ -142,14 +142,25 @@ def _medians(logs: pathlib.Path, lesson: str) -> tuple[dict, dict]:
 def _holds_by_gpu(logs: pathlib.Path) -> dict:
     """GPU (node/slot on Ray, slot in the queue) -> [(start, end, alone)] of every grading process's holds: each
     process's holds on its GPU (slots: [start, end, alone]) are in its problem's record, the worker's, the judge's
-    and a baseline's, with the GPU's slot and, on Ray, the node."""
+    and a baseline's, with the GPU's slot and, on Ray, the node. A shared hold is cut where its process was paused
+    for another's timing (the record's ``paused`` spans, grading/pause.py): paused, it held nothing."""
     holds = {}
     for _, r in records(logs):
         for pre in ("", "judge_", "baseline_"):
             key = f"{r.get('node') + '/' if r.get('node') else ''}{r.get(f'{pre}gpu_slot')}"
+            paused = r.get(f"{pre}paused") or []
             for start, end, alone in r.get(f"{pre}holds") or []:
-                holds.setdefault(key, []).append((float(start), float(end), bool(alone)))
+                for a, b in ([(start, end)] if alone else _minus((float(start), float(end)), paused)):
+                    holds.setdefault(key, []).append((float(a), float(b), bool(alone)))
     return dict(sorted(holds.items()))
+
+
+def _minus(span: tuple, cuts: list) -> list:
+    """The parts of ``span`` (start, end) outside every one of ``cuts`` ([start, end])."""
+    parts = [span]
+    for c0, c1 in sorted(cuts):
+        parts = [piece for a, b in parts for piece in ((a, min(b, c0)), (max(a, c1), b)) if piece[1] > piece[0]]
+    return parts
 
 
 def timing_overlaps(logs: pathlib.Path) -> tuple[int, int]:
@@ -366,6 +377,7 @@ def run(modes: list[str], lessons: list[str], per_lesson: int, serial_per_lesson
         logs = work / f"logs-{mode}"
         scores, students, problems, regraded = {}, 0, 0, []
         busy, gpus, grader_cpu = [], 0, 0.0  # (GPU busy %, seconds) of each class run: grade_class samples the GPU
+        pauses = [0, 0]  # processes paused for timings, and those waited for instead
         series, slot_map = {}, {}  # each GPU's busy samples in time, and the queue's slot -> sampled GPU
         per_gpu = {}  # GPU -> [(busy %, seconds)] of each class run
         t0 = time.monotonic()
@@ -403,6 +415,8 @@ def run(modes: list[str], lessons: list[str], per_lesson: int, serial_per_lesson
                 regraded += [f"{lesson}/{k}" for k in summary.get("regraded_alone", [])]
                 gpus = summary["gpus"]
                 grader_cpu += summary.get("grader_cpu_s") or 0.0
+                pauses[0] += summary.get("paused") or 0
+                pauses[1] += summary.get("waited_for") or 0
                 for g, samples in (summary.get("gpu_busy_series") or {}).items():
                     series.setdefault(g, []).extend(samples)
                 slot_map |= summary.get("gpu_of_slot") or {}
@@ -425,6 +439,8 @@ def run(modes: list[str], lessons: list[str], per_lesson: int, serial_per_lesson
         if backend != "serial":
             out["modes"][mode]["timed_holds"], out["modes"][mode]["holds_beside_timing"] = timing_overlaps(logs)
             out["modes"][mode]["regraded_alone"] = regraded
+            # untimed processes paused for a timing, and those it waited for instead (grading/pause.py)
+            out["modes"][mode]["paused"], out["modes"][mode]["waited_for"] = pauses
             out["modes"][mode]["pinned_cores"] = pinned_cores(logs)
             out["modes"][mode]["process_s"] = process_seconds(logs) | {"grader_cpu_s": round(grader_cpu, 1)}
             out["modes"][mode]["gpu_timeline"] = gpu_timeline(logs)

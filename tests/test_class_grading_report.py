@@ -26,6 +26,12 @@ def test_holds_beside_a_timing_are_counted_per_node_and_gpu(tmp_path):
     _record(tmp_path, "d", "untimed", gpu_slot=0, holds=[[1.5, 2.5, False]])  # beside the timing: counted
     _record(tmp_path, "e", "untimed", node="other", gpu_slot=0, holds=[[1.5, 2.5, False]])  # another node's GPU 0
     assert CG.timing_overlaps(tmp_path) == (1, 1)
+    # Paused for the timing (grading/pause.py): beside it only while not paused, so not counted
+    _record(tmp_path, "f", "untimed", gpu_slot=0, holds=[[0.8, 3.0, False]], paused=[[0.9, 2.1]])
+    assert CG.timing_overlaps(tmp_path) == (1, 1)
+    _record(tmp_path, "g", "untimed", gpu_slot=0, holds=[[0.8, 3.0, False]], paused=[[1.2, 2.1]])  # paused too late
+    assert CG.timing_overlaps(tmp_path) == (1, 2)
+    assert CG._minus((0, 10), [[2, 3], [5, 12]]) == [(0, 2), (3, 5)]
 
 
 def test_speed_under_load_sets_solution_copies_against_quiet_regrades():

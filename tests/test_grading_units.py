@@ -314,7 +314,7 @@ def test_a_ray_grader_closing_waits_out_its_jobs_and_then_cleans_up():
     from kernellab.grading import harness
     from kernellab.grading.cluster import GpuGrader
     g = GpuGrader.__new__(GpuGrader)  # no Ray: the grader's own bookkeeping
-    g._jobs, g._jobs_cv, g.gpu, g.ceil, g.facts = 0, threading.Condition(), None, None, None
+    g._jobs, g._jobs_cv, g.gpu, g.ceil, g.facts, g.slots = 0, threading.Condition(), None, None, None, None
     made, inside, ended = [], threading.Event(), []
 
     def late_job(p, nb, seed, ceil, facts, lesson):

@@ -223,6 +223,8 @@ def grade_class(course, lesson: str, jobs: int | None = None, force: bool = Fals
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
         zygote.stop_all()  # the warm processes jobs were forked from: nothing of the run stays
+        if slots is not None:
+            slots.close()  # and the helper that paused processes for timings
         harness.resume()
         if cluster is not None:
             cluster.close()
@@ -236,6 +238,8 @@ def grade_class(course, lesson: str, jobs: int | None = None, force: bool = Fals
     summary["gpu_busy_series"] = usage.series()
     if slots is not None:
         summary["gpu_of_slot"] = {str(g): slots.visible[g] for g in range(slots.n)}
+        # Untimed processes paused for a timing, and those it waited for instead (grading/pause.py)
+        summary["paused"], summary["waited_for"] = slots.pauses
     # CPU seconds of this process (its job threads: cases, references, judging; not the grading processes): near
     # the run's seconds, one core's worth, it is what the jobs wait on (Python runs one thread at a time).
     summary["grader_cpu_s"] = round(_own_cpu_s() - cpu0, 1)

@@ -133,6 +133,8 @@ class GpuGrader:
         with self._jobs_cv:
             self._jobs_cv.wait_for(lambda: self._jobs == 0, timeout=15.0)
         zygote.stop_all()
+        if self.slots is not None:
+            self.slots.close()  # its helper that pauses processes for timings (grading/pause.py)
         harness.drop_triton_caches()
 
     def where(self) -> dict:

@@ -140,8 +140,10 @@ def _run_child(jobdir: pathlib.Path, interpreted: bool = False,
         why, info = _start_child(jobdir, interpreted, limit_s, module, result,
                                  {**(slots.env() if DEVICE.on_gpu and not interpreted else {}), **slots.thread_env()},
                                  held.go_alone if handoff else None, cores, held.go_shared if handoff else None,
-                                 owner)
+                                 owner, held)
     info.update({"gpu_slot": slots.gpu(), "slot_wait_s": round(held.waited, 2),
+                 "paused_s": round(held.paused_s(), 2),  # for others' timings (grading/pause.py)
+                 "paused": held.pause_spans(),
                  "alone": any(span[2] for span in held.spans),  # from its start, or once it asked
                  "holds": [[round(a, 3), round(b, 3), al] for a, b, al in held.spans]})
     return why, info
@@ -149,7 +151,9 @@ def _run_child(jobdir: pathlib.Path, interpreted: bool = False,
 
 def _start_child(jobdir, interpreted, limit_s, module, result, extra_env: dict,
                  go_alone=None, cores: dict | None = None, go_shared=None,
-                 owner: str | None = None) -> tuple[str | None, dict]:
+                 owner: str | None = None, held=None) -> tuple[str | None, dict]:
+    """``held``: the process's hold of its GPU under a class queue (slots._Holder), told the process's pid once it
+    has started, so that others' timings pause it (grading/pause.py); its paused seconds count in no budget."""
     budgets = {"start": LOAD_BUDGET, "import": LOAD_BUDGET, "load": LOAD_BUDGET,
                "compile": COMPILE_BUDGET, "run": RUN_BUDGET, "alone": 30.0, "done": 30.0}
     if limit_s is not None:
@@ -171,6 +175,8 @@ def _start_child(jobdir, interpreted, limit_s, module, result, extra_env: dict,
             proc = subprocess.Popen([sys.executable, "-m", module, str(jobdir), str(os.getpid())],
                                     cwd=jobdir, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                     env=env, start_new_session=True)
+        if held is not None:
+            held.started(proc.pid)
         pinned = {}  # phase -> the cores the child was moved to then (its record says which)
 
         def move(phase: str) -> None:
@@ -189,7 +195,8 @@ def _start_child(jobdir, interpreted, limit_s, module, result, extra_env: dict,
         phases = []  # [phase, wall-clock time it began]: where a process's time (and its GPU alone) went
         try:
             why, phase = _watch(proc, jobdir, budgets, go_alone_on_its_cores if go_alone is not None else None,
-                                phases, go_shared_off_its_cores if go_shared is not None else None)
+                                phases, go_shared_off_its_cores if go_shared is not None else None,
+                                held.paused_s if held is not None else None)
         finally:  # interrupted here (Ctrl-C): the child goes too
             if proc.poll() is None:
                 zygote.kill_group(proc)
@@ -213,14 +220,16 @@ def _budget_key(phase: str) -> str:
 
 
 def _watch(proc, jobdir: pathlib.Path, budgets: dict, go_alone, seen: list,
-           go_shared=None) -> tuple[str | None, str]:
+           go_shared=None, paused_s=None) -> tuple[str | None, str]:
     """Wait for the child, following the phase it reports; kill it when a phase overruns its budget. A judge
     about to time reports "alone": ``go_alone()`` gets it its GPU alone (waiting as long as that takes, which
     no budget counts), then it is told to go. A worker done with its GPU alone reports "shared":
     ``go_shared()`` makes its hold a shared one again, then it is told to go on ("go-shared"). ``seen`` gets
     [phase, wall-clock time] as each phase is seen (the hand-offs' answers as phases "alone-go" and
-    "shared-go")."""
+    "shared-go"). ``paused_s()``: seconds the child has been paused for others' timings, which no budget counts."""
+    paused_s = paused_s or (lambda: 0.0)
     phase, since = "start", time.monotonic()
+    paused_then = paused_s()
     seen.append([phase, round(time.time(), 3)])
     while proc.poll() is None:
         time.sleep(0.05)
@@ -232,7 +241,7 @@ def _watch(proc, jobdir: pathlib.Path, budgets: dict, go_alone, seen: list,
         except OSError:
             now_phase = phase
         if now_phase != phase:
-            phase, since = now_phase, time.monotonic()
+            phase, since, paused_then = now_phase, time.monotonic(), paused_s()
             seen.append([phase, round(time.time(), 3)])
             # A hand-off (slots.ask_for_gpu_alone / ask_to_share): do it, answer, and the budget starts after.
             answer, mark, do = {"alone": ("go", "alone-go", go_alone),
@@ -245,11 +254,11 @@ def _watch(proc, jobdir: pathlib.Path, budgets: dict, go_alone, seen: list,
                 except OSError:  # something of the child's under the answer's name
                     zygote.kill_group(proc)
                     return "Stopped: your code wrote into the grader's own hand-off files.", phase
-                since = time.monotonic()
+                since, paused_then = time.monotonic(), paused_s()
                 seen.append([mark, round(time.time(), 3)])
         key = _budget_key(phase)
         limit = budgets.get(key, RUN_BUDGET)
-        if time.monotonic() - since > limit:
+        if time.monotonic() - since - (paused_s() - paused_then) > limit:
             what = {"compile": "compiling (and autotuning) your kernel",
                     "run": "the graded run"}.get(key, "loading your code")
             zygote.kill_group(proc)

@@ -6,9 +6,13 @@ the fewest jobs; a speed problem, the GPU with the fewest speed problems, as the
 done). Each process it starts holds that GPU while it runs (``hold``): a worker, or a judge that
 replays for correctness, shares it; a judge that times, a speed problem's worker while it autotunes (each asks
 when it is ready: ``ask_for_gpu_alone``; the worker shares again once tuned: ``ask_to_share``) and a worker that
-times a whole program (lesson 07) hold it alone. A timed process that is waiting lets no new untimed one start on its GPU, so timing is never starved;
-it starts once the untimed processes already running there have ended. GPUs do not wait for each other: a
-timed run on GPU 0 leaves GPU 1's untimed work going (the timer reads the GPU, which they do not touch).
+times a whole program (lesson 07) hold it alone. A timed process that is waiting lets no new untimed one start on its
+GPU, so timing is never starved. It does not wait for the untimed processes already running there to end: it pauses
+them (grading/pause.py: each one's CUDA locked by the driver, its work submitted so far completed), and they go on
+when it ends or hands the GPU back (``share``); one that cannot be paused yet it waits for. On one H200 that made
+lessons 04 and 02 31-32 % faster (assets/gpu/class_grading_pause_1315utc/): the GPU no longer emptied before each
+batch of timings. GPUs do not wait for each other: a timed run on GPU 0 leaves GPU 1's untimed work going (the
+timer reads the GPU, which they do not touch).
 
 A job whose process ran out of GPU memory beside others (another submission's huge buffers can cause it), or whose
 timed runs had to retry allocations for want of memory, is graded once more with its GPU alone (``grader``,
@@ -31,6 +35,7 @@ import pathlib
 import threading
 import time
 
+from . import pause
 from .cores import affinity, pin, threads_each, timing_cores, untimed_cores
 
 
@@ -60,6 +65,16 @@ class GpuSlots:
         self._placed = [0] * self.n  # jobs ever placed on each GPU (did another start beside mine?)
         self._local = threading.local()
         self.timed_runs = 0  # how many timed processes ran (a test's count)
+        self.pauses = [0, 0]  # untimed processes paused for timings, and timings that waited for one to be pausable
+        # Untimed holds of each GPU (their Held: a process's pid once it has started, grading/pause.py pauses it
+        # while a timed process runs there); seconds each process spent paused (its budgets do not count them).
+        self._holders = [set() for _ in range(self.n)]
+        self._paused_s: dict = {}
+        self._paused_at: dict = {}  # pid -> when its pause began, while it lasts
+        self._pause_spans: dict = {}  # pid -> [[start, end]] wall-clock, what its record shows
+        self.pauser = None
+        if pause.enabled():
+            self.pauser = pause.Pauser()
 
     @contextlib.contextmanager
     def place(self, timed: bool = False):
@@ -140,35 +155,147 @@ class GpuSlots:
         """Hold the calling job's GPU for one process: shared (untimed) or ``alone`` (timed). ``stop`` set while
         waiting raises KeyboardInterrupt (a class queue's Ctrl-C). ``before_waiting``: a shared hold that may start
         while timed holds wait, though never while one runs (short work of bounded count, which cannot starve
-        them)."""
+        them). A timed hold pauses the untimed processes already running on its GPU (``_pause_others``) and lets
+        them go on when it ends; those it cannot pause, and holds with no process (this process's own GPU work),
+        it waits for."""
         g = self.gpu()
         if getattr(self._local, "whole", False):  # the job already has its GPU alone (whole_gpu)
             yield Held(g, alone, whole=True)
             return
+        held = Held(g, alone)
         with self._cv:
             if alone:
                 self._waiting[g] += 1
                 try:
-                    while self._alone[g] or self._shared[g]:
+                    while self._alone[g] or any(not self._pausable(h) for h in self._holders[g]):
                         self._wait(stop)
                 finally:
                     self._waiting[g] -= 1
                 self._alone[g] = True
                 self.timed_runs += 1
+                others = list(self._holders[g])
             else:
                 while self._alone[g] or (self._waiting[g] and not before_waiting):
                     self._wait(stop)
                 self._shared[g] += 1
-        held = Held(g, alone)
+                self._holders[g].add(held)
         try:
+            if alone and others:
+                self._pause(held, self._pause_others(g, others, stop))
             yield held
         finally:
+            self._end_pause(held)
             with self._cv:
                 if held.alone:
                     self._alone[g] = False
                 else:
                     self._shared[g] -= 1
+                    self._holders[g].discard(held)
                 self._cv.notify_all()
+
+    def _pausable(self, held: "Held") -> bool:
+        return self.pauser is not None and held.pid is not None
+
+    def _pause_others(self, g: int, others: list, stop) -> list:
+        """Pause each of ``others`` (untimed holds of GPU ``g``) that is still held; one that cannot be paused yet is
+        asked again every 0.2 s until it can be or has ended. Returns [(held, Paused, when)] to resume."""
+        paused, todo, waited = [], list(others), False
+        while todo:
+            stuck = []
+            for h in todo:
+                with self._cv:
+                    if h not in self._holders[g]:
+                        continue  # ended meanwhile
+                since = time.monotonic()
+                p = self.pauser.pause(h.pid)
+                if p is None:
+                    stuck.append(h)
+                    continue
+                paused.append((h, p, since))
+                with self._cv:
+                    self._paused_at[h.pid] = (since, time.time() - (time.monotonic() - since))
+            if stuck:  # not pausable yet (no context so far, a lock that failed): ask again shortly, or it ends
+                waited = True
+                with self._cv:
+                    self._wait(stop)
+            todo = stuck
+        with self._cv:
+            self.pauses[0] += len(paused)
+            self.pauses[1] += waited
+        return paused
+
+    def _pause(self, held: "Held", paused: list) -> None:
+        """``held`` (a timed hold) keeps the others it paused until it ends or is shared (``_end_pause``); while it
+        lasts, every 50 ms, what they started since is paused too. One that cannot be paused then is killed with its
+        tree (its job fails, and is graded again with the GPU alone: once_more_alone): nothing may run beside a
+        timing."""
+        if not paused:
+            return
+        done = threading.Event()
+
+        def watch():
+            while not done.wait(0.05):
+                for _, p, _ in paused:
+                    if not p.refresh(running=True):
+                        for q in pause.tree(p.pid):
+                            try:
+                                os.kill(q, 9)
+                            except OSError:
+                                pass
+        t = threading.Thread(target=watch, name="kl-pause-watch", daemon=True)
+        held.paused, held.watch = paused, (done, t)
+        t.start()
+
+    def _end_pause(self, held: "Held") -> None:
+        """Let go on what ``held`` paused: when it ends, and when it is shared. Not later: a process it paused may be
+        the judge that times next, and once shared, the worker holding it runs on beside the others and the next
+        timing pauses it (a first version resumed only when the worker ended: the next judge, still locked, and that
+        worker, locked by it, waited for each other, and a class on an H200 hung, 2026-11-27 13:00-13:12 UTC)."""
+        paused, watch = held.paused, held.watch
+        held.paused, held.watch = [], None
+        if watch is not None:
+            watch[0].set()
+            watch[1].join()
+        self._resume(paused)
+
+    def _resume(self, paused: list) -> None:
+        for h, p, _ in paused:
+            p.resume()
+            with self._cv:
+                self._end_pause_of(h.pid)
+
+    def _end_pause_of(self, pid: int) -> None:
+        """Count the pause of process ``pid`` that is going on (if one is: a process that ended while paused has had
+        its record read already) in its seconds and spans. Under the lock."""
+        began = self._paused_at.pop(pid, None)
+        if began is not None:
+            self._paused_s[pid] = self._paused_s.get(pid, 0.0) + time.monotonic() - began[0]
+            self._pause_spans.setdefault(pid, []).append([round(began[1], 3), round(time.time(), 3)])
+
+    def started(self, held: "Held", pid: int) -> None:
+        """The process of an untimed hold has started as ``pid``: from now on a timed hold pauses it rather than
+        waiting for it to end."""
+        with self._cv:
+            held.pid = pid
+            self._cv.notify_all()
+
+    def close(self) -> None:
+        """Stop the helper that pauses processes (grading/pause.py), if one runs."""
+        if self.pauser is not None:
+            self.pauser.driver.close()
+
+    def pause_spans(self, pid: int) -> list:
+        """When process ``pid`` was paused, [[start, end]] in wall-clock seconds (forgotten once read)."""
+        with self._cv:
+            self._end_pause_of(pid)  # it ended while paused (a locked process's CPU runs on, to its exit)
+            self._paused_s.pop(pid, None)
+            return self._pause_spans.pop(pid, [])
+
+    def paused_seconds(self, pid: int) -> float:
+        """Seconds process ``pid`` has spent paused so far (its budgets leave them out)."""
+        with self._cv:
+            began = self._paused_at.get(pid)
+            return self._paused_s.get(pid, 0.0) + (time.monotonic() - began[0] if began is not None else 0.0)
 
     def share(self, held: "Held") -> bool:
         """Trade a hold of the GPU alone for a shared one, with no moment between in which another timed process
@@ -176,10 +303,12 @@ class GpuSlots:
         whether it did: not for a hold already shared, or a job's that has its GPU alone for good (whole_gpu)."""
         if held.whole or not held.alone:
             return False
+        self._end_pause(held)  # those it paused go on first: it still has the GPU alone until the swap below
         with self._cv:
             self._alone[held.gpu] = False
             self._shared[held.gpu] += 1
             held.alone = False
+            self._holders[held.gpu].add(held)
             self._cv.notify_all()
         return True
 
@@ -281,6 +410,8 @@ class Held:
 
     def __init__(self, gpu, alone: bool, whole: bool = False):
         self.gpu, self.alone, self.whole = gpu, alone, whole
+        self.pid = None  # the holding process, once started (GpuSlots.started)
+        self.paused, self.watch = [], None  # a timed hold's: what it paused, and the watch over their trees
 
 
 class _Holder:
@@ -289,14 +420,31 @@ class _Holder:
 
     def __init__(self, slots, stop):
         self.slots, self.stop, self.waited, self._hold, self._held, self.spans = slots, stop, 0.0, None, None, []
+        self.pid = None
 
     def take(self, alone: bool) -> None:
         t = time.monotonic()
         hold = self.slots.hold(alone, self.stop)
         self._held = hold.__enter__()
         self._hold = hold
+        if self.pid is not None:
+            self.slots.started(self._held, self.pid)
         self.waited += time.monotonic() - t
         self.spans.append([time.time(), None, alone])
+
+    def started(self, pid: int) -> None:
+        """The process has started as ``pid`` (the slots may pause it now instead of waiting for it)."""
+        self.pid = pid
+        if self._held is not None and not self._held.whole:
+            self.slots.started(self._held, pid)
+
+    def paused_s(self) -> float:
+        """Seconds the process has spent paused for others' timings so far."""
+        return self.slots.paused_seconds(self.pid) if self.pid is not None else 0.0
+
+    def pause_spans(self) -> list:
+        """When the process was paused, [[start, end]] wall-clock (once it has ended: GpuSlots.pause_spans)."""
+        return self.slots.pause_spans(self.pid) if self.pid is not None else []
 
     def release(self) -> None:
         hold, self._hold = self._hold, None
@@ -311,9 +459,11 @@ class _Holder:
     def go_shared(self) -> None:
         """Back to sharing the GPU after holding it alone (the hand-off ``ask_to_share``): untimed work may start
         beside this process again."""
-        if self._hold is None or not self.slots.share(self._held):
+        if self._hold is None or not self._held.alone or self._held.whole:
             return
-        now = time.time()
+        now = time.time()  # its alone time ends as it asks: those it paused go on from here (GpuSlots.share)
+        if not self.slots.share(self._held):
+            return
         self.spans[-1][1] = now
         self.spans.append([now, None, False])
 
