@@ -64,10 +64,18 @@ def counter(tmp_path):
     proc.wait()
 
 
+def _cpu_pauser() -> pause.Pauser:
+    """A pauser that knows there is no CUDA here (this CPU): it stops processes."""
+    pauser = pause.Pauser(stop_without_cuda=True)
+    pauser.driver.available = False
+    return pauser
+
+
 def _slots_on_cpu() -> GpuSlots:
-    """One slot whose pauser knows there is no CUDA driver (this CPU): it stops processes."""
+    """One slot with that pauser (a grader on a CPU has none: its timings wait for the others to end)."""
     slots = GpuSlots(1)
-    slots.pauser.driver.available = False
+    assert slots.pauser is None
+    slots.pauser = _cpu_pauser()
     return slots
 
 
@@ -96,8 +104,7 @@ class FakeDriver:
 
 def test_a_tree_without_contexts_is_stopped_and_resumed(counter):
     proc, out = counter
-    pauser = pause.Pauser()
-    pauser.driver.available = False  # no driver lock (this CPU): every process has no context
+    pauser = _cpu_pauser()  # no driver lock (this CPU): every process has no context
     kids = pause.tree(proc.pid)
     assert len(kids) == 2 and kids[0] == proc.pid
     assert _advancing(out) and _advancing(out.with_suffix(".child"))
@@ -153,8 +160,7 @@ def test_triton_s_compilers_run_on(tmp_path):
     proc = subprocess.Popen([str(folder / "ptxas"), "30"])
     try:
         time.sleep(0.2)
-        pauser = pause.Pauser()
-        pauser.driver.available = False
+        pauser = _cpu_pauser()
         pauser.toolchain = str(folder.resolve())
         paused = pauser.pause(proc.pid)
         assert paused.exempt == {proc.pid} and not paused.stopped and pause.run_state(proc.pid) != "T"
@@ -224,7 +230,10 @@ def test_what_a_paused_process_starts_during_a_timing_is_paused_too(tmp_path):
             held.started(proc.pid)
             with slots.hold(True):
                 os.kill(proc.pid, 18)  # stand-in for a locked process whose CPU runs on: it forks meanwhile
-                time.sleep(1.2)
+                end = time.monotonic() + 10
+                while time.monotonic() < end and not pause.tree(proc.pid)[1:]:
+                    time.sleep(0.05)
+                time.sleep(0.3)  # the watch looks every 50 ms
                 kids = pause.tree(proc.pid)[1:]
                 assert kids and all(pause.run_state(k) == "T" for k in kids)
             assert _advancing(out)

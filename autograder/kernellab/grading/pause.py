@@ -20,8 +20,8 @@ up to that long beside the timing: residual risk, GRADE_OF_RECORD.md).
 What cannot be paused is waited for as before: a process stopped with a context (the driver's lock never returns for
 it, even past its timeout: the same probe), a lock that fails or times out (work submitted that runs for seconds). A
 lock is asked of a helper process (``python pause.py``), never of the grading process itself, so a lock that never
-returns costs a helper, which is killed, not the grading. Where there is no CUDA driver (a CPU grader) every process
-is stopped (SIGSTOP) instead. ``KERNELLAB_PAUSE=0`` turns pausing off.
+returns costs a helper, which is killed, not the grading. Where the driver has no such lock (a CPU grader, a driver
+before 570) nothing is paused and timings wait as before. ``KERNELLAB_PAUSE=0`` turns pausing off.
 
 This file imports nothing of kernellab and runs as the helper: its main reads "lock PID MS", "unlock PID" and
 "state PID" lines and answers each with the driver's result code and, for state, the process's state.
@@ -157,6 +157,13 @@ class Driver:
         self._proc = None
         self.available = None  # unknown until the first helper starts
 
+    def usable(self) -> bool:
+        """Whether the driver here has the checkpoint lock (starts the helper to find out, once)."""
+        with self._lock:
+            if self.available is None and self._proc is None:
+                self._start()
+            return bool(self.available)
+
     def _start(self) -> bool:
         env = {k: v for k, v in os.environ.items() if k != "CUDA_VISIBLE_DEVICES"}  # any GPU's processes
         self._proc = subprocess.Popen(self.command, stdin=subprocess.PIPE,
@@ -235,9 +242,14 @@ class Paused:
 
 
 class Pauser:
-    def __init__(self, driver: Driver | None = None):
+    """Pauses process trees. ``stop_without_cuda``: stop (SIGSTOP) a process without CUDA state, as is safe only
+    where there is no CUDA at all; the tests use it to pause real process trees on a CPU. A grader on a CPU pauses
+    nothing (GpuSlots): its timings award nothing, and stopping the other processes would only idle cores."""
+
+    def __init__(self, driver: Driver | None = None, stop_without_cuda: bool = False):
         self.driver = driver or Driver()
         self.toolchain = _toolchain_folder()
+        self.stop_without_cuda = stop_without_cuda
 
     def pause(self, pid: int) -> Paused | None:
         """Pause ``pid``'s tree; None (and nothing left paused) where some process of it cannot be paused now."""
@@ -271,7 +283,7 @@ class Pauser:
             return True
         ctx = self.context(p)
         if ctx == NO_CONTEXT:
-            if self.driver.available is False:  # no CUDA on this machine: stopping is safe
+            if self.stop_without_cuda:  # no CUDA on this machine: stopping is safe
                 try:
                     os.kill(p, signal.SIGSTOP)
                 except OSError:
