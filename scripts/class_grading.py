@@ -377,7 +377,7 @@ def run(modes: list[str], lessons: list[str], per_lesson: int, serial_per_lesson
         logs = work / f"logs-{mode}"
         scores, students, problems, regraded = {}, 0, 0, []
         busy, gpus, grader_cpu = [], 0, 0.0  # (GPU busy %, seconds) of each class run: grade_class samples the GPU
-        pauses = [0, 0]  # processes paused for timings, and those waited for instead
+        pauses = [0, 0]  # processes paused for timings, and timings that waited for one to become pausable
         series, slot_map = {}, {}  # each GPU's busy samples in time, and the queue's slot -> sampled GPU
         per_gpu = {}  # GPU -> [(busy %, seconds)] of each class run
         t0 = time.monotonic()
@@ -439,7 +439,7 @@ def run(modes: list[str], lessons: list[str], per_lesson: int, serial_per_lesson
         if backend != "serial":
             out["modes"][mode]["timed_holds"], out["modes"][mode]["holds_beside_timing"] = timing_overlaps(logs)
             out["modes"][mode]["regraded_alone"] = regraded
-            # untimed processes paused for a timing, and those it waited for instead (grading/pause.py)
+            # untimed processes paused for timings, and timings that waited for one to become pausable (grading/pause.py)
             out["modes"][mode]["paused"], out["modes"][mode]["waited_for"] = pauses
             out["modes"][mode]["pinned_cores"] = pinned_cores(logs)
             out["modes"][mode]["process_s"] = process_seconds(logs) | {"grader_cpu_s": round(grader_cpu, 1)}

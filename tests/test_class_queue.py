@@ -403,7 +403,7 @@ def test_the_grading_process_judges_a_timing_on_the_jobs_gpu_never_beside_a_timi
     slots, seen = GpuSlots(2, visible=["0", "1"]), []
 
     def judge_speed(problem, seed, m, ceil):
-        seen.append((time.monotonic(), list(slots._shared), list(slots._alone)))
+        seen.append((time.monotonic(), [len(h) for h in slots._holders], list(slots._alone)))
         time.sleep(0.3)
         return "judged"
     monkeypatch.setattr(timing, "judge_speed", judge_speed)
@@ -424,7 +424,7 @@ def test_the_grading_process_judges_a_timing_on_the_jobs_gpu_never_beside_a_timi
         with slots.hold(True):  # a timer asking meanwhile starts once that work is done
             assert time.monotonic() - seen[0][0] >= 0.29 and time.monotonic() - t1 > 0.1
         t.join(timeout=10)
-    assert out == ["judged"] and seen[0][0] - t0 >= 0.29 and slots._shared == [0, 0]
+    assert out == ["judged"] and seen[0][0] - t0 >= 0.29 and slots._holders == [set(), set()]
     # A timer that only waits (here for an untimed process) does not hold it back: it is short and comes once per
     # speed problem, and behind waiting timers a class's speed problems kept their places until all had timed.
     with slots.place() as g, slots.hold(False):
@@ -475,7 +475,7 @@ def test_a_hold_given_back_after_tuning_is_shared_at_once_and_keeps_a_waiting_ti
     with slots.hold(False):  # untimed work beside a hold given back, no timer waiting
         assert time.monotonic() - t0 < 1
     hold.__exit__(None, None, None)
-    assert slots._alone == [False] and slots._shared == [0]
+    assert slots._alone == [False] and slots._holders == [set()]
 
 
 def test_a_job_out_of_memory_beside_others_is_graded_again_with_its_gpu_alone(tmp_path, monkeypatch):

@@ -282,7 +282,7 @@ def test_a_timed_hold_given_back_lets_what_it_paused_go_on_at_once(counter, tmp_
             assert _advancing(out) and _advancing(out2)
             holds[1].__exit__(None, None, None)
             holds[0].__exit__(None, None, None)
-        assert slots._alone == [False] and slots._shared == [0] and slots.pauses[0] == 3
+        assert slots._alone == [False] and slots._holders == [set()] and slots.pauses[0] == 3
     finally:
         os.killpg(proc2.pid, 9)
         proc2.wait()

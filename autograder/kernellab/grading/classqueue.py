@@ -238,7 +238,7 @@ def grade_class(course, lesson: str, jobs: int | None = None, force: bool = Fals
     summary["gpu_busy_series"] = usage.series()
     if slots is not None:
         summary["gpu_of_slot"] = {str(g): slots.visible[g] for g in range(slots.n)}
-        # Untimed processes paused for a timing, and those it waited for instead (grading/pause.py)
+        # Untimed processes paused for timings, and timings that waited for one to become pausable (grading/pause.py)
         summary["paused"], summary["waited_for"] = slots.pauses
     # CPU seconds of this process (its job threads: cases, references, judging; not the grading processes): near
     # the run's seconds, one core's worth, it is what the jobs wait on (Python runs one thread at a time).

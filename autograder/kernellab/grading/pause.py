@@ -39,7 +39,7 @@ import time
 # The driver's checkpoint states (CUprocessState) and the results used here (CUresult).
 RUNNING, LOCKED = 0, 1
 CUDA_SUCCESS, CUDA_ERROR_NOT_INITIALIZED = 0, 3
-NO_CONTEXT = "none"  # the process has no CUDA context (or there is no CUDA driver here)
+NO_CONTEXT = "none"  # the process has no CUDA state (or, in the tests' stop mode, there is no CUDA driver here)
 LOCK_MS = 5000  # how long the driver may wait for a process's submitted work before the lock gives up
 HELPER_S = 10.0  # how long a helper may take to answer before it is killed (a lock that never returns)
 
@@ -206,15 +206,13 @@ class Driver:
                 pass
 
 
-
-
 # ----------------------------------------------------------------------------------------------- pausing a tree
 
 
 class Paused:
     """The processes of one grading process's tree that are paused: ``locked`` (the driver's lock) and ``stopped``
-    (SIGSTOP, where there is no driver). ``refresh`` pauses processes that appeared since; ``resume`` lets them all
-    go on."""
+    (SIGSTOP: ``Pauser.stop_without_cuda``, the tests' mode on a CPU). ``refresh`` pauses processes that appeared
+    since; ``resume`` lets them all go on."""
 
     def __init__(self, pauser: "Pauser", pid: int):
         self.pauser, self.pid, self.locked, self.stopped, self.exempt = pauser, pid, [], [], set()

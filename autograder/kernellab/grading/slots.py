@@ -32,6 +32,7 @@ from __future__ import annotations
 import contextlib
 import os
 import pathlib
+import signal
 import threading
 import time
 
@@ -57,7 +58,6 @@ class GpuSlots:
             visible = own[:self.n] if len(own) >= self.n else [str(i) for i in range(self.n)]
         self.visible = list(visible)
         self._cv = threading.Condition()
-        self._shared = [0] * self.n  # untimed processes running on each GPU
         self._alone = [False] * self.n  # a timed process running on each GPU
         self._waiting = [0] * self.n  # timed processes waiting for each GPU
         self._jobs = [0] * self.n  # jobs placed on each GPU
@@ -66,8 +66,8 @@ class GpuSlots:
         self._local = threading.local()
         self.timed_runs = 0  # how many timed processes ran (a test's count)
         self.pauses = [0, 0]  # untimed processes paused for timings, and timings that waited for one to be pausable
-        # Untimed holds of each GPU (their Held: a process's pid once it has started, grading/pause.py pauses it
-        # while a timed process runs there); seconds each process spent paused (its budgets do not count them).
+        # The untimed holds of each GPU (their Held: a process's pid once it has started, which a timed hold there
+        # pauses; none for this process's own GPU work); seconds each process spent paused (no budget counts them).
         self._holders = [set() for _ in range(self.n)]
         self._paused_s: dict = {}
         self._paused_at: dict = {}  # pid -> when its pause began, while it lasts
@@ -154,8 +154,8 @@ class GpuSlots:
         waiting raises KeyboardInterrupt (a class queue's Ctrl-C). ``before_waiting``: a shared hold that may start
         while timed holds wait, though never while one runs (short work of bounded count, which cannot starve
         them). A timed hold pauses the untimed processes already running on its GPU (``_pause_others``) and lets
-        them go on when it ends; those it cannot pause, and holds with no process (this process's own GPU work),
-        it waits for."""
+        them go on when it ends or is shared (``_end_pause``); those it cannot pause, and holds with no process
+        (this process's own GPU work), it waits for."""
         g = self.gpu()
         if getattr(self._local, "whole", False):  # the job already has its GPU alone (whole_gpu)
             yield Held(g, alone, whole=True)
@@ -175,7 +175,6 @@ class GpuSlots:
             else:
                 while self._alone[g] or (self._waiting[g] and not before_waiting):
                     self._wait(stop)
-                self._shared[g] += 1
                 self._holders[g].add(held)
         try:
             if alone and others:
@@ -187,7 +186,6 @@ class GpuSlots:
                 if held.alone:
                     self._alone[g] = False
                 else:
-                    self._shared[g] -= 1
                     self._holders[g].discard(held)
                 self._cv.notify_all()
 
@@ -237,7 +235,7 @@ class GpuSlots:
                     if not p.refresh(running=True):
                         for q in pause.tree(p.pid):
                             try:
-                                os.kill(q, 9)
+                                os.kill(q, signal.SIGKILL)
                             except OSError:
                                 pass
         t = threading.Thread(target=watch, name="kl-pause-watch", daemon=True)
@@ -304,7 +302,6 @@ class GpuSlots:
         self._end_pause(held)  # those it paused go on first: it still has the GPU alone until the swap below
         with self._cv:
             self._alone[held.gpu] = False
-            self._shared[held.gpu] += 1
             held.alone = False
             self._holders[held.gpu].add(held)
             self._cv.notify_all()
@@ -469,10 +466,8 @@ class _Holder:
     def go_shared(self) -> None:
         """Back to sharing the GPU after holding it alone (the hand-off ``ask_to_share``): untimed work may start
         beside this process again."""
-        if self._hold is None or not self._held.alone or self._held.whole:
-            return
         now = time.time()  # its alone time ends as it asks: those it paused go on from here (GpuSlots.share)
-        if not self.slots.share(self._held):
+        if self._hold is None or not self.slots.share(self._held):
             return
         self.spans[-1][1] = now
         self.spans.append([now, None, False])
