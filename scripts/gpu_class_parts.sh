@@ -7,7 +7,9 @@
 #   there: bash scripts/gpu_class_parts.sh queue:04_flash_attention:q04:240 ray_local:03_fused_softmax_layernorm:r03:260
 # A fifth field sets variables for one part (queue_2gpu:03_fused_softmax_layernorm:t03:200:OMP_NUM_THREADS=1);
 # JOBS=N there grades that part with --jobs N (queue_2gpu:03_fused_softmax_layernorm:j03:120:JOBS=18), PER=N a class
-# of N submissions (--per-lesson), CPUS=0-15 on those cores only (taskset: one GPU with its half of the host's CPU).
+# of N submissions (--per-lesson), CPUS=0-15 on those cores only (taskset: one GPU with its half of the host's CPU),
+# LOAD=N N more copies of the lesson's solution (--load-copies), QUIET=N its speed problems regraded N times with
+# nothing else running, before the class (--quiet-regrades): speed under load.
 # Modes queue_<N>gpu / ray_<N>gpu grade on N of the machine's GPUs (the two-GPU run: queue_1gpu beside queue_2gpu).
 # A part's whole output is kept as $OUT/full-PART.txt (the log shows its last lines).
 # Every part starts with an empty Triton cache of its own, so no mode grades with kernels an earlier part compiled.
@@ -28,6 +30,8 @@ for spec in "$@"; do
   IFS=: read -r mode lesson part t vars <<<"$spec"  # vars (optional): KEY=V,KEY=V set for this part only
   jobs=(); [[ ",$vars," =~ ,JOBS=([0-9]+), ]] && jobs=(--jobs "${BASH_REMATCH[1]}")  # JOBS=N: --jobs N
   [[ ",$vars," =~ ,PER=([0-9]+), ]] && jobs+=(--per-lesson "${BASH_REMATCH[1]}")  # PER=N: N submissions
+  [[ ",$vars," =~ ,LOAD=([0-9]+), ]] && jobs+=(--load-copies "${BASH_REMATCH[1]}")  # LOAD=N: N more solution copies
+  [[ ",$vars," =~ ,QUIET=([0-9]+), ]] && jobs+=(--quiet-regrades "${BASH_REMATCH[1]}")  # QUIET=N: speed regraded N times first
   on=(); [[ ",$vars," =~ ,CPUS=([0-9-]+), ]] && on=(taskset -c "${BASH_REMATCH[1]}")  # CPUS=0-15: those cores only
   echo "== $spec $(date -u +%T)"
   export TRITON_CACHE_DIR=/tmp/triton-$part; rm -rf "$TRITON_CACHE_DIR"

@@ -9,7 +9,10 @@ order its phases say ("alone" asked, "alone-go" given, "shared" handed back). Th
 nothing else: a process holding the GPU alone starts when no other holds it; while one waits, no shared hold
 starts. Process times are the recorded ones, so the model ignores what more jobs at once cost the CPU: it says
 what the rule alone does with the recorded work. On the 2026-11-26 records of lesson 02 on one H200 it reads
-76.2 s against the measured 80.4 (assets/gpu/class_grading.md)."""
+76.2 s against the measured 80.4 (assets/gpu/class_grading.md). With ``--paused-rate`` it models pausing
+(grading/pause.py) as well: on the records of lesson 04 paused on one H200 (2026-11-27 13:15 UTC, 9 jobs, 52.8 s
+measured) the queue's order reads 49.1 s at half speed for a paused process, and every other order it tries
+51.3-63.2 s, so the queue keeps its order."""
 from __future__ import annotations
 
 import argparse
@@ -59,10 +62,14 @@ def jobs_from_records(logs: pathlib.Path) -> list[dict]:
     return jobs
 
 
-def simulate(jobs: list[dict], slots: int, dt: float = 0.01, later_jump: bool = False) -> float:
+def simulate(jobs: list[dict], slots: int, dt: float = 0.01, later_jump: bool = False,
+             paused_rate: float | None = None) -> float:
     """Seconds to grade ``jobs`` in this order, ``slots`` at once, under the slot rule (FIFO among waiting
     timed holds). ``later_jump``: a rule not built, modelled: a job's later processes (its judges, short) may
-    start shared while a timed hold waits, as its first may not."""
+    start shared while a timed hold waits, as its first may not. ``paused_rate``: the pausing rule
+    (grading/pause.py) instead of draining: a timed hold waits only for another timed hold, shared holds start
+    and go on beside it, at this fraction of their speed (a locked process runs its CPU work on until its next
+    CUDA call: 0 stops it at once, 1 never)."""
     todo, running, t = list(jobs), [], 0.0
     shared, alone, waiting = 0, False, []
 
@@ -76,16 +83,17 @@ def simulate(jobs: list[dict], slots: int, dt: float = 0.01, later_jump: bool = 
         while todo and len(running) < slots:
             running.append(start(todo.pop(0)))
         for j in list(running):
+            pausing = paused_rate is not None
             if j["wants"] == "shared":
-                if alone or (waiting and not (later_jump and j["ended"])):
+                if not pausing and (alone or (waiting and not (later_jump and j["ended"]))):
                     continue
                 shared, j["hold"], j["wants"] = shared + 1, "shared", None
             elif j["wants"] == "alone":
-                if alone or shared or waiting[0] is not j:
+                if alone or (shared and not pausing) or waiting[0] is not j:
                     continue
                 waiting.pop(0)
                 alone, j["hold"], j["wants"] = True, "alone", None
-            j["left"] -= dt
+            j["left"] -= dt * (paused_rate if pausing and alone and j["hold"] != "alone" else 1.0)
             while j["left"] <= 0 and j["wants"] is None:
                 j["i"] += 1
                 if j["i"] >= len(j["steps"]):
@@ -132,13 +140,17 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("logs", help="a mode's records of one lesson on one GPU (logs-MODE, from a run's records.tgz)")
     ap.add_argument("--slots", type=int, default=12, help="jobs at once (the run's)")
+    ap.add_argument("--paused-rate", default="", help="also model pausing instead of draining, at these speeds of "
+                    "a paused process (comma-separated fractions, e.g. 0,0.5,1)")
     a = ap.parse_args()
     jobs = jobs_from_records(pathlib.Path(a.logs))
     print(f"{len(jobs)} jobs ({sum(j['timed'] for j in jobs)} timed), {a.slots} at once")
     print(f"  {'as recorded':40s} {simulate(jobs, a.slots):6.1f} s")
     print(f"  {'as recorded, judges past a waiting timer':40s} {simulate(jobs, a.slots, later_jump=True):6.1f} s")
+    rates = [None] + [float(r) for r in a.paused_rate.split(",")] if a.paused_rate else [None]
+    print(f"  {'':40s} " + " ".join(f"{'drain' if r is None else f'pause {r:g}':>9s}" for r in rates))
     for name, ordered in orders(jobs).items():
-        print(f"  {name:40s} {simulate(ordered, a.slots):6.1f} s")
+        print(f"  {name:40s} " + " ".join(f"{simulate(ordered, a.slots, paused_rate=r):7.1f} s" for r in rates))
 
 
 if __name__ == "__main__":

@@ -486,3 +486,22 @@ def test_a_notebook_with_a_huge_code_cell_is_refused_before_anything_parses_it()
     outcome, _ = harness.grade_problem(problems_of(L)["add_correct"], nb, 1, lesson=L)
     assert outcome.fraction == 0 and "more than the 200000" in outcome.message
     assert time.monotonic() - t < 5
+
+
+def test_a_judge_asks_for_its_gpu_alone_only_once_warmed_up_and_runs_each_side_once_more_then():
+    # What a judge holds its GPU alone for is the timing, not its setup (timing.warm_up, its `ready`).
+    from types import SimpleNamespace
+
+    from kernellab.timing import warm_up
+    log = []
+    problem = SimpleNamespace(baseline_setup=None, baseline=lambda *a: log.append("base"))
+    base = warm_up(lambda *a: log.append("cand"), problem, [], ("cand", "base"), lambda: log.append("ready"),
+                   lambda: log.append("sync"))
+    assert base is problem.baseline
+    assert log == ["cand"] * 3 + ["sync", "base", "base", "sync", "ready", "cand", "base", "sync"]
+    log.clear()  # a whole program timed in its worker: the judge times only the baseline
+    warm_up(None, problem, [], ("base",), lambda: log.append("ready"), lambda: None)
+    assert log == ["base", "base", "ready", "base"]
+    log.clear()  # no queue, nothing to ask: as before
+    assert warm_up(lambda *a: log.append("cand"), problem, [], ("cand",), None, lambda: None) is None
+    assert log == ["cand"] * 3

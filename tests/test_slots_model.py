@@ -45,6 +45,20 @@ def test_a_jobs_later_process_may_pass_a_waiting_timer_where_modelled():
     assert M.simulate([long, timer, late], slots=3, later_jump=True) == pytest.approx(4.0, abs=0.05)
 
 
+def test_pausing_lets_shared_holds_run_beside_a_timed_one_at_the_paused_rate():
+    long = job([("shared", 2.0)])
+    timer = job([("shared", 0.2), ("alone", 1.0)])  # asks at 0.2 s: drained, it waits for the long one
+    assert M.simulate([long, timer], slots=2) == pytest.approx(3.0, abs=0.05)
+    # paused instead: the timer goes at 0.2 s; the long hold has 1.8 s left, of which the pause (0.2-1.2 s)
+    # does 1.0 s of work at full speed, none when stopped, 0.5 s at half speed
+    assert M.simulate([long, timer], slots=2, paused_rate=1.0) == pytest.approx(2.0, abs=0.05)
+    assert M.simulate([long, timer], slots=2, paused_rate=0.0) == pytest.approx(3.0, abs=0.05)
+    assert M.simulate([long, timer], slots=2, paused_rate=0.5) == pytest.approx(2.5, abs=0.05)
+    # two timers still take turns when paused
+    two_timed = [job([("shared", 0.5), ("alone", 1.0)]), job([("shared", 0.5), ("alone", 1.0)])]
+    assert M.simulate(two_timed, slots=2, paused_rate=0.5) == pytest.approx(2.5, abs=0.05)
+
+
 def test_records_become_spans_and_jobs(tmp_path):
     phases = [["start", 0.0], ["alone", 1.0], ["alone-go", 3.0], ["run", 3.5], ["shared", 4.0],
               ["shared-go", 4.05], ["end", 5.0]]

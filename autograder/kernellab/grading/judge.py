@@ -138,27 +138,33 @@ def main(jobdir: str, parent_pid: int) -> int:
             results.append(dataclasses.asdict(replay_case(problem, case, rec, folder, device)))
         out["results"] = results
     elif problem.kind == "speed":
+        from kernellab.grading.gpu_usage import gpu_state
         from kernellab.grading.slots import ask_for_gpu_alone
         from kernellab.invoke import describe_exception
         from kernellab.timing import measure_speed
-        # Started, imported and CUDA up beside other grading: now ask for the GPU alone, and time once given it.
-        ask_for_gpu_alone(job_dir, "run")
-        from kernellab.grading.gpu_usage import gpu_state
-        before = gpu_state()  # clocks, power and the driver's reasons, around the timing (the record's)
-        retries = torch.cuda.memory_stats().get("num_alloc_retries", 0)
+        alone = {}
+
+        def ready():
+            # Started, CUDA up, inputs made, kernels loaded and warmed up beside other grading: only now ask for the
+            # GPU alone, so that what it holds alone is the timing itself.
+            ask_for_gpu_alone(job_dir, "run")
+            alone["state"] = gpu_state()  # clocks, power and the driver's reasons, around the timing (the record's)
+            alone["retries"] = torch.cuda.memory_stats().get("num_alloc_retries", 0)
         try:
             if job.get("baseline_only"):  # a whole program timed in its worker: only the baseline here
-                m = measure_speed(None, problem, job["seed"], watch=False, parts=("base",))
+                m = measure_speed(None, problem, job["seed"], watch=False, parts=("base",), ready=ready)
             else:
                 # A record holds the problem's call hook too, if it has one: the replay is called as it is.
                 m = measure_speed(replay_function(records[0], folder, "cuda", problem.replay_ops), problem,
-                                  job["seed"], watch=False, hook=False)
+                                  job["seed"], watch=False, hook=False, ready=ready)
         except Exception as exc:  # noqa: BLE001 - a refused record, or a kernel failing in a timed run
             m = {"error": describe_exception(exc, f"`{problem.names[0]}` at the timed size")}
-        # Allocations that failed until the allocator gave back its cache and tried again: the timed runs had too
-        # little GPU memory (others' memory beside this process, under a class queue), and paid for it.
-        m["alloc_retries"] = torch.cuda.memory_stats().get("num_alloc_retries", 0) - retries
-        m["gpu_state"] = {"before": before, "after": gpu_state()}
+        # Allocations that failed until the allocator gave back its cache and tried again while the GPU was this
+        # process's alone: the timed runs had too little GPU memory (others' memory beside it), and paid for it.
+        if "retries" in alone:
+            m["alloc_retries"] = torch.cuda.memory_stats().get("num_alloc_retries", 0) - alone["retries"]
+        if "state" in alone:
+            m["gpu_state"] = {"before": alone["state"], "after": gpu_state()}
         if m.get("sketches"):
             m["sketches"] = [[i, idx, vals] for i, idx, vals in m["sketches"]]
         out["measurement"] = m
