@@ -157,6 +157,8 @@ def grade_class(course, lesson: str, jobs: int | None = None, force: bool = Fals
     grade_one = cluster.grade if cluster is not None else \
         slots.grader(lambda *a: harness.grade_problem(*a), harness._STOP)
 
+    ray_paused = [0]  # processes paused for timings on the Ray graders, from the records they send back
+
     def run(job):
         student, p, nb, nb_hash = job
 
@@ -164,6 +166,8 @@ def grade_class(course, lesson: str, jobs: int | None = None, force: bool = Fals
             outcome, record = grade_one(*args)
             if record.get("regraded_alone"):
                 summary["regraded_alone"].append(f"{student}/{p.id}")
+            if cluster is not None:  # a Ray grader pauses for its own timings: its records say how often
+                ray_paused[0] += sum(len(record.get(f"{pre}paused") or []) for pre in ("", "judge_", "baseline_"))
             return outcome, record
         return harness.grade_stored(p, nb, lesson, student, secret, ceil, facts, env_info, logs_dir, store, force,
                                     nb_hash=nb_hash, grade=grade)
@@ -240,6 +244,8 @@ def grade_class(course, lesson: str, jobs: int | None = None, force: bool = Fals
         summary["gpu_of_slot"] = {str(g): slots.visible[g] for g in range(slots.n)}
         # Untimed processes paused for timings, and timings that waited for one to become pausable (grading/pause.py)
         summary["paused"], summary["waited_for"] = slots.pauses
+    else:  # the graders' own slots paused; how many timings waited stays on their machines
+        summary["paused"], summary["waited_for"] = ray_paused[0], None
     # CPU seconds of this process (its job threads: cases, references, judging; not the grading processes): near
     # the run's seconds, one core's worth, it is what the jobs wait on (Python runs one thread at a time).
     summary["grader_cpu_s"] = round(_own_cpu_s() - cpu0, 1)
