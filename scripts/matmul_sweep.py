@@ -34,6 +34,7 @@ import torch  # noqa: E402
 
 import kernellab as kl  # noqa: E402,F401  (decides GPU or interpreter before triton is imported)
 import triton  # noqa: E402
+import triton.language as tl  # noqa: E402
 
 SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192), (3000, 5000, 1500)]
 SOLUTION = (128, 256, 64, 8, 8, 3)  # (BM, BN, BK, GROUP_M, warps, stages): the solution's own launch
@@ -43,8 +44,44 @@ CANDIDATES = [SOLUTION, (128, 256, 64, 8, 8, 4), (128, 256, 64, 16, 8, 3), (128,
               (128, 256, 64, 1, 8, 3), (128, 256, 64, 16, 8, 4), (256, 128, 64, 8, 8, 3), (256, 128, 64, 8, 8, 4),
               (128, 128, 64, 8, 8, 4), (128, 128, 64, 8, 4, 4), (128, 128, 64, 8, 8, 5), (128, 128, 128, 8, 8, 3),
               (128, 256, 128, 8, 8, 2), (64, 256, 64, 8, 4, 4)]
+# Variants of the kernel (below): Triton's automatic warp specialisation on the persistent tile loop or on the K
+# loop, with and without flattening the two loops. A candidate with a variant is (BM, BN, BK, GROUP_M, warps,
+# stages, variant); without one, it launches the solution's own kernel.
+VARIANTS = ("ws_outer", "ws_inner", "ws_inner_unflat")
+CANDIDATES += [cfg + (v,) for v in VARIANTS for cfg in (SOLUTION, (128, 256, 64, 8, 8, 4), (128, 128, 64, 8, 4, 4),
+                                                          (128, 128, 64, 8, 8, 4), (128, 256, 64, 8, 4, 3))]
 CPU_CANDIDATES = [(32, 32, 16, 8, 4, 3), (32, 64, 16, 2, 4, 3), (64, 32, 32, 1, 4, 2)]
+CPU_CANDIDATES += [(32, 32, 16, 8, 4, 3, v) for v in VARIANTS]
 CPU_SHAPES = [(70, 90, 48), (33, 64, 40), (128, 96, 75)]  # N = 90 and K = 75: rows padded
+
+
+@triton.jit
+def _variant_kernel(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_bk, stride_cm,
+                    BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr,
+                    NUM_PROGS: tl.constexpr, WS_OUTER: tl.constexpr, WS_INNER: tl.constexpr, FLATTEN: tl.constexpr):
+    """The solution's persistent TMA matmul (grouped tile order, half-tile epilogue), with warp specialisation asked
+    of the compiler on one of its loops."""
+    a_desc = tl.make_tensor_descriptor(a_ptr, shape=[M, K], strides=[stride_am, 1], block_shape=[BM, BK])
+    b_desc = tl.make_tensor_descriptor(b_ptr, shape=[K, N], strides=[stride_bk, 1], block_shape=[BK, BN])
+    c_desc = tl.make_tensor_descriptor(c_ptr, shape=[M, N], strides=[stride_cm, 1], block_shape=[BM, BN // 2])
+    num_m = tl.cdiv(M, BM)
+    num_n = tl.cdiv(N, BN)
+    k_tiles = tl.cdiv(K, BK)
+    for tile in tl.range(tl.program_id(0), num_m * num_n, NUM_PROGS, flatten=FLATTEN, warp_specialize=WS_OUTER):
+        per_group = GROUP_M * num_n
+        first_m = (tile // per_group) * GROUP_M
+        rows = tl.minimum(num_m - first_m, GROUP_M)
+        pm = first_m + (tile % per_group) % rows
+        pn = (tile % per_group) // rows
+        acc = tl.zeros([BM, BN], tl.float32)
+        for kk in tl.range(k_tiles, warp_specialize=WS_INNER):
+            a = a_desc.load([pm * BM, kk * BK])
+            b = b_desc.load([kk * BK, pn * BN])
+            acc = tl.dot(a, b, acc)
+        halves = tl.permute(tl.reshape(acc, (BM, 2, BN // 2)), (0, 2, 1))
+        left, right = tl.split(halves)
+        c_desc.store([pm * BM, pn * BN], left.to(c_ptr.dtype.element_ty))
+        c_desc.store([pm * BM, pn * BN + BN // 2], right.to(c_ptr.dtype.element_ty))
 
 
 def load():
@@ -55,7 +92,8 @@ def load():
 
 def launch(sol, a, b, cfg, warmup=False):
     """What the solution's matmul launches for aligned operands, with a chosen configuration."""
-    bm, bn, bk, group, warps, stages = cfg
+    bm, bn, bk, group, warps, stages = cfg[:6]
+    variant = cfg[6] if len(cfg) > 6 else None
     M, K = a.shape
     N = b.shape[1]
     c = torch.empty((M, triton.cdiv(N, 8) * 8), dtype=a.dtype, device=a.device)[:, :N]  # legal rows, as the solution
@@ -63,6 +101,10 @@ def launch(sol, a, b, cfg, warmup=False):
     args = (a, b, c, M, N, K, a.stride(0), b.stride(0), c.stride(0))
     kw = dict(BM=bm, BN=bn, BK=bk, GROUP_M=group, NUM_PROGS=progs, num_warps=warps, num_stages=stages)
     kernel = sol["matmul_tma_kernel"]
+    if variant is not None:
+        kernel = _variant_kernel
+        kw.update(WS_OUTER=variant == "ws_outer", WS_INNER=variant.startswith("ws_inner"),
+                  FLATTEN=variant == "ws_inner")
     if warmup:
         kernel.warmup(*args, grid=(progs,), **kw)
         return None
@@ -132,22 +174,24 @@ def cpu_check() -> int:
     return int(bad > 0)
 
 
-def sweep(out: pathlib.Path, rounds: int, top: int) -> dict:
+def sweep(out: pathlib.Path, rounds: int, top: int, variants_only: bool = False) -> dict:
     from kernellab.timing import do_bench_ms, interleaved
     sol = load()
     t0 = time.monotonic()
-    errors = precompile(CANDIDATES, min(len(CANDIDATES), os.cpu_count() or 4))
+    cands = [c for c in CANDIDATES if len(c) > 6 or c == SOLUTION] if variants_only else CANDIDATES
+    shapes = [s for s in SHAPES if s[0] == s[1] == s[2]] if variants_only else SHAPES
+    errors = precompile(cands, min(len(cands), os.cpu_count() or 4))
     print(f"precompiled in {time.monotonic() - t0:.0f} s", flush=True)
     res = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__,
            "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
            "compile_errors": {repr(k): v for k, v in errors.items()}, "shapes": []}
-    for m, n, k in SHAPES:
+    for m, n, k in shapes:
         a, b = operands(m, n, k, "cuda", seed=m + n + k)
         ref = torch.matmul(a, b)
         fl = 2 * m * n * k
         rows = []
         cublas = do_bench_ms({"c": lambda: torch.matmul(a, b)}, warmup=10, rep=50)["c"]
-        for cfg in CANDIDATES:
+        for cfg in cands:
             if cfg in errors:
                 continue
             try:
@@ -192,12 +236,14 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--top", type=int, default=4)
     ap.add_argument("--cpu-check", action="store_true")
+    ap.add_argument("--variants", action="store_true", help="only the solution and the warp-specialised variants, "
+                    "at the square shapes")
     args = ap.parse_args()
     if args.cpu_check:
         return cpu_check()
     out = pathlib.Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    sweep(out, args.rounds, args.top)
+    sweep(out, args.rounds, args.top, args.variants)
     return 0
 
 
