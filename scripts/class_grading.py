@@ -566,7 +566,9 @@ def bounds(res: dict) -> list[str]:
     res["bounds"] = {}
     lines = ["", "What bounds each part: its wall against A + W / c, where A is the seconds its busiest GPU was held "
              "alone (timings and tunings, one after another), W the seconds its grading processes ran (workers and "
-             "judges, waits included) and c the jobs at a time:", "",
+             "judges, waits included) and c the jobs at a time. Where a timing pauses the GPU's other processes "
+             "instead of waiting for them to end (grading/pause.py), their CPU work goes on beside it, so the wall "
+             "falls between max(A, W/c) and A + W/c:", "",
              *md_table(["lesson", "mode", "wall s", "A: alone s", "W: process s", "c: jobs", "A + W/c", "of wall"],
                        rows)]
     one, _ = one_gpu_queues(res)
