@@ -1,7 +1,10 @@
 """Seconds per problem, the grade of record's old path (one child runs the learner's code and the checks)
 beside the judge/worker path (worker records, judge replays), on this machine, for the solution notebooks.
 
-    python scripts/grading_seconds.py [LESSON ...] [--json OUT.json]
+    python scripts/grading_seconds.py [LESSON ...] [--json OUT.json] [--judge-only]
+
+``--judge-only``: the judge/worker path alone (today's grade of record), each problem's seconds cold: every grading
+process has an empty Triton cache of its own.
 """
 import json
 import os
@@ -15,6 +18,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "autograder
 def main(argv):
     out = argv[argv.index("--json") + 1] if "--json" in argv else None
     lessons = [a for a in argv if not a.startswith("--") and a != out] or ["01_roofline_vector_add"]
+    modes = ("1",) if "--judge-only" in argv else ("0", "1")
     import kernellab  # noqa: F401
     from kernellab.device import DEVICE
     from kernellab.grading.grade_one import grade_file
@@ -22,7 +26,7 @@ def main(argv):
     for lesson in lessons:
         path = f"solutions/{lesson}/{lesson}.ipynb"
         walls = {}
-        for mode in ("0", "1"):
+        for mode in modes:
             os.environ["KERNELLAB_REPLAY"] = mode
             logs = tempfile.mkdtemp()
             res = grade_file(path, logs_dir=logs, progress=False, secret_file=None)
@@ -31,13 +35,15 @@ def main(argv):
                 secs = sum(v for k, v in rec.items() if k.endswith("wall_s") and isinstance(v, (int, float)))
                 walls.setdefault(p, {})[mode] = (round(secs, 1), r["points"], r["max"])
         for p, w in walls.items():
-            rows.append({"lesson": lesson, "problem": p, "old_s": w["0"][0], "judge_s": w["1"][0],
-                         "old_points": w["0"][1], "judge_points": w["1"][1], "max": w["1"][2]})
+            old = w.get("0", (None, None, None))
+            rows.append({"lesson": lesson, "problem": p, "old_s": old[0], "judge_s": w["1"][0],
+                         "old_points": old[1], "judge_points": w["1"][1], "max": w["1"][2]})
     print(f"{DEVICE.name}")
     print(f"{'lesson':<28} {'problem':<26} {'old s':>6} {'judge s':>8} {'old pts':>8} {'judge pts':>9}")
     for r in rows:
-        print(f"{r['lesson']:<28} {r['problem']:<26} {r['old_s']:>6} {r['judge_s']:>8} "
-              f"{r['old_points']:>5g}/{r['max']:<3g}{r['judge_points']:>6g}/{r['max']:<3g}")
+        old_pts = f"{r['old_points']:>5g}/{r['max']:<3g}" if r["old_points"] is not None else f"{'-':>9}"
+        print(f"{r['lesson']:<28} {r['problem']:<26} {str(r['old_s'] or '-'):>6} {r['judge_s']:>8} "
+              f"{old_pts}{r['judge_points']:>6g}/{r['max']:<3g}")
     if out:
         pathlib.Path(out).write_text(json.dumps({"device": DEVICE.as_dict(), "rows": rows}, indent=1))
 
