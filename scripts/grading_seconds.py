@@ -25,7 +25,7 @@ def main(argv):
     rows = []
     for lesson in lessons:
         path = f"solutions/{lesson}/{lesson}.ipynb"
-        walls = {}
+        walls, phases = {}, {}
         for mode in modes:
             os.environ["KERNELLAB_REPLAY"] = mode
             logs = tempfile.mkdtemp()
@@ -34,10 +34,16 @@ def main(argv):
                 rec = json.loads((pathlib.Path(logs) / pathlib.Path(path).stem / lesson / p / "result.json").read_text())
                 secs = sum(v for k, v in rec.items() if k.endswith("wall_s") and isinstance(v, (int, float)))
                 walls.setdefault(p, {})[mode] = (round(secs, 1), r["points"], r["max"])
+                # where each process's seconds went: [phase, seconds until the next phase], worker then judges
+                phases.setdefault(p, {})[mode] = {
+                    k.removesuffix("phases").rstrip("_") or "worker":
+                        [[a[0], round(float(b[1]) - float(a[1]), 2)] for a, b in zip(v, v[1:])]
+                    for k, v in rec.items() if k.endswith("phases") and isinstance(v, list) and len(v) > 1}
         for p, w in walls.items():
             old = w.get("0", (None, None, None))
             rows.append({"lesson": lesson, "problem": p, "old_s": old[0], "judge_s": w["1"][0],
-                         "old_points": old[1], "judge_points": w["1"][1], "max": w["1"][2]})
+                         "old_points": old[1], "judge_points": w["1"][1], "max": w["1"][2],
+                         "phases": phases[p]["1"]})
     print(f"{DEVICE.name}")
     print(f"{'lesson':<28} {'problem':<26} {'old s':>6} {'judge s':>8} {'old pts':>8} {'judge pts':>9}")
     for r in rows:
