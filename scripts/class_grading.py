@@ -102,7 +102,14 @@ def records(logs: pathlib.Path, lesson: str = "*"):
             continue
 
 
-PROCESSES = (("", "worker"), ("judge_", "judge"), ("baseline_", "baseline"))  # a record's key prefix, what it ran
+# A record's key prefix for each of a job's grading processes, and what it ran: harness.PROCESSES, repeated here so
+# that reports are made from parts without importing kernellab, which needs torch (a test keeps the two the same).
+PROCESSES = (("", "worker"), ("judge_", "judge"), ("baseline_", "baseline"))
+
+
+def each_process(r: dict, key: str) -> list:
+    """``key``'s value for each grading process of the job record ``r`` (harness.each_process)."""
+    return [r.get(f"{pre}{key}") for pre, _ in PROCESSES]
 
 
 def outside_processes(r: dict) -> float | None:
@@ -146,7 +153,7 @@ def _holds_by_gpu(logs: pathlib.Path) -> dict:
     for another's timing (the record's ``paused`` spans, grading/pause.py): paused, it held nothing."""
     holds = {}
     for _, r in records(logs):
-        for pre in ("", "judge_", "baseline_"):
+        for pre, _ in PROCESSES:
             key = f"{r.get('node') + '/' if r.get('node') else ''}{r.get(f'{pre}gpu_slot')}"
             paused = r.get(f"{pre}paused") or []
             for start, end, alone in r.get(f"{pre}holds") or []:
@@ -263,7 +270,7 @@ def process_seconds(logs: pathlib.Path) -> dict:
     seconds from start to end (job_s), of which the grading process's own work outside its processes (grader_s)."""
     out, tasks, on_gpu, jobs = {"workers_alone": 0}, [], {}, []
     for _, r in records(logs):
-        spans = [h for pre in ("", "judge_", "baseline_") for h in r.get(f"{pre}holds") or []]
+        spans = [h for holds in each_process(r, "holds") for h in holds or []]
         if spans:  # a job's first hold to its last: how many jobs had a process running, queue or Ray alike
             jobs.append((min(float(h[0]) for h in spans), max(float(h[1]) for h in spans)))
         if r.get("gpu_slot") is not None:  # problems per GPU (did the jobs spread over every GPU?)
@@ -471,8 +478,8 @@ def pinned_cores(logs: pathlib.Path) -> dict:
     the timing cores ("start"), timed ones on them ("timed"), with the cores each kind had."""
     out = {"start": 0, "timed": 0, "start_cores": [], "timed_cores": []}
     for _, r in records(logs):
-        for pre in ("", "judge_", "baseline_"):
-            for kind, cores in (r.get(f"{pre}cores") or {}).items():
+        for kept in each_process(r, "cores"):
+            for kind, cores in (kept or {}).items():
                 out[kind] += 1
                 if cores not in out[f"{kind}_cores"]:
                     out[f"{kind}_cores"].append(cores)

@@ -48,7 +48,7 @@ def main(argv):
     print(f"{'lesson':<28} {'problem':<26} {'old s':>6} {'judge s':>8} {'old pts':>8} {'judge pts':>9}")
     for r in rows:
         old_pts = f"{r['old_points']:>5g}/{r['max']:<3g}" if r["old_points"] is not None else f"{'-':>9}"
-        print(f"{r['lesson']:<28} {r['problem']:<26} {str(r['old_s'] or '-'):>6} {r['judge_s']:>8} "
+        print(f"{r['lesson']:<28} {r['problem']:<26} {'-' if r['old_s'] is None else r['old_s']:>6} {r['judge_s']:>8} "
               f"{old_pts}{r['judge_points']:>6g}/{r['max']:<3g}")
     if out:
         pathlib.Path(out).write_text(json.dumps({"device": DEVICE.as_dict(), "rows": rows}, indent=1))

@@ -72,6 +72,7 @@ def simulate(jobs: list[dict], slots: int, dt: float = 0.01, later_jump: bool = 
     CUDA call: 0 stops it at once, 1 never)."""
     todo, running, t = list(jobs), [], 0.0
     shared, alone, waiting = 0, False, []
+    pausing = paused_rate is not None
 
     def start(job):
         steps = [("outside", job["outside"])]
@@ -83,7 +84,6 @@ def simulate(jobs: list[dict], slots: int, dt: float = 0.01, later_jump: bool = 
         while todo and len(running) < slots:
             running.append(start(todo.pop(0)))
         for j in list(running):
-            pausing = paused_rate is not None
             if j["wants"] == "shared":
                 if not pausing and (alone or (waiting and not (later_jump and j["ended"]))):
                     continue

@@ -263,3 +263,12 @@ def test_gpu_timeline_counts_overlapping_holds_once(tmp_path):
     out.mkdir()
     assert CG.plot_timeline(tmp_path, out / "t.png") and (out / "t.png").stat().st_size > 5000
     assert not CG.plot_timeline(out, out / "none.png") and not (out / "none.png").exists()  # no records: no picture
+
+
+def test_the_report_reads_a_jobs_processes_as_the_grader_writes_them():
+    # The report keeps its own copy (it runs without torch); the grade of record's is the one records follow.
+    from kernellab.grading import harness
+    assert CG.PROCESSES == harness.PROCESSES
+    record = {"holds": [[0, 1, False]], "judge_holds": [[1, 2, True]]}
+    assert CG.each_process(record, "holds") == harness.each_process(record, "holds") == [[[0, 1, False]],
+                                                                                        [[1, 2, True]], None]

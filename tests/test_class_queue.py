@@ -242,7 +242,7 @@ def test_ray_cluster_grades_the_same_scores_and_leaves_nothing_running(klass, ra
     assert second["mode"] == "ray" and second["gpus"] == 2 and "local cluster" in second["backend"]
     # Pauses are counted from the graders' records (CPU graders drain: none); timings that waited stay unknown.
     records = [json.loads(p.read_text()) for p in rayed["logs"].glob(f"*/{L}/*/result.json")]
-    assert second["paused"] == sum(len(r.get("paused") or []) + len(r.get("judge_paused") or []) for r in records) == 0
+    assert second["paused"] == sum(len(s or []) for r in records for s in harness.each_process(r, "paused")) == 0
     assert second["waited_for"] is None
     print(f"\nRay local cluster (4 jobs, stopped and resumed) {TIMES['ray']:.1f} s")
 

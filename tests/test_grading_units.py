@@ -489,19 +489,19 @@ def test_a_notebook_with_a_huge_code_cell_is_refused_before_anything_parses_it()
 
 
 def test_a_judge_asks_for_its_gpu_alone_only_once_warmed_up_and_runs_each_side_once_more_then():
-    # What a judge holds its GPU alone for is the timing, not its setup (timing.warm_up, its `ready`).
+    # What a judge holds its GPU alone for is the timing, not its setup (timing.untimed_runs, its `ready`).
     from types import SimpleNamespace
 
-    from kernellab.timing import warm_up
+    from kernellab.timing import untimed_runs
     log = []
     problem = SimpleNamespace(baseline_setup=None, baseline=lambda *a: log.append("base"))
-    base = warm_up(lambda *a: log.append("cand"), problem, [], ("cand", "base"), lambda: log.append("ready"),
+    base = untimed_runs(lambda *a: log.append("cand"), problem, [], ("cand", "base"), lambda: log.append("ready"),
                    lambda: log.append("sync"))
     assert base is problem.baseline
     assert log == ["cand"] * 3 + ["sync", "base", "base", "sync", "ready", "cand", "base", "sync"]
     log.clear()  # a whole program timed in its worker: the judge times only the baseline
-    warm_up(None, problem, [], ("base",), lambda: log.append("ready"), lambda: None)
+    untimed_runs(None, problem, [], ("base",), lambda: log.append("ready"), lambda: None)
     assert log == ["base", "base", "ready", "base"]
     log.clear()  # no queue, nothing to ask: as before
-    assert warm_up(lambda *a: log.append("cand"), problem, [], ("cand",), None, lambda: None) is None
+    assert untimed_runs(lambda *a: log.append("cand"), problem, [], ("cand",), None, lambda: None) is None
     assert log == ["cand"] * 3

@@ -174,7 +174,7 @@ def _pool(problem: SpeedProblem, seed: int, device: str, sets: int = 2) -> list:
     return [problem.make_inputs(gen, device) for _ in range(sets)]
 
 
-def warm_up(fn, problem: SpeedProblem, live: list, parts: tuple, ready, sync):
+def untimed_runs(fn, problem: SpeedProblem, live: list, parts: tuple, ready, sync):
     """The untimed runs before timing, where compilation and autotuning happen: the candidate three times, the
     baseline (made by the problem's ``baseline_setup`` if it has one) twice; then ``ready()``, if given, and each
     side once more. Returns the baseline to time (None when only the candidate is timed)."""
@@ -224,7 +224,7 @@ def measure_speed(fn, problem: SpeedProblem, seed: int, rounds: int = 5, reps: i
                 dst.copy_(src)
 
     try:
-        baseline = warm_up(fn, problem, live, parts, ready, torch.cuda.synchronize)
+        baseline = untimed_runs(fn, problem, live, parts, ready, torch.cuda.synchronize)
     except Exception as exc:  # noqa: BLE001
         from .invoke import describe_exception
         result["error"] = describe_exception(exc, f"`{problem.names[0]}` at the timed size")

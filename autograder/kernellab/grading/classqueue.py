@@ -167,7 +167,7 @@ def grade_class(course, lesson: str, jobs: int | None = None, force: bool = Fals
             if record.get("regraded_alone"):
                 summary["regraded_alone"].append(f"{student}/{p.id}")
             if cluster is not None:  # a Ray grader pauses for its own timings: its records say how often
-                ray_paused[0] += sum(len(record.get(f"{pre}paused") or []) for pre in ("", "judge_", "baseline_"))
+                ray_paused[0] += sum(len(spans or []) for spans in harness.each_process(record, "paused"))
             return outcome, record
         return harness.grade_stored(p, nb, lesson, student, secret, ceil, facts, env_info, logs_dir, store, force,
                                     nb_hash=nb_hash, grade=grade)

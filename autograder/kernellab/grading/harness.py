@@ -78,6 +78,17 @@ def _child_env(interpreted: bool = False) -> dict:
     return env
 
 
+# A job's record has each of its grading processes' facts (holds, pauses, phases, cores, ...) under the key prefix
+# of that process: the worker's unprefixed, the judge's and a baseline judge's prefixed (_run_judge, the baseline
+# timing). With what each ran.
+PROCESSES = (("", "worker"), ("judge_", "judge"), ("baseline_", "baseline"))
+
+
+def each_process(record: dict, key: str) -> list:
+    """``key``'s value for each grading process of a job's ``record`` (None where a process did not run)."""
+    return [record.get(f"{pre}{key}") for pre, _ in PROCESSES]
+
+
 _TRITON: dict = {}  # owner ("judge", or a submission's notebook hash) -> its Triton cache folder
 _TRITON_LOCK = threading.Lock()  # the class queue grades from several threads
 

@@ -159,11 +159,10 @@ def main(jobdir: str, parent_pid: int) -> int:
                                   job["seed"], watch=False, hook=False, ready=ready)
         except Exception as exc:  # noqa: BLE001 - a refused record, or a kernel failing in a timed run
             m = {"error": describe_exception(exc, f"`{problem.names[0]}` at the timed size")}
-        # Allocations that failed until the allocator gave back its cache and tried again while the GPU was this
-        # process's alone: the timed runs had too little GPU memory (others' memory beside it), and paid for it.
-        if "retries" in alone:
+        if alone:  # it had the GPU alone (a warm-up that failed never asks)
+            # Allocations that failed until the allocator gave back its cache and tried again while the GPU was
+            # this process's alone: the timed runs had too little GPU memory (others' memory beside it), and paid.
             m["alloc_retries"] = torch.cuda.memory_stats().get("num_alloc_retries", 0) - alone["retries"]
-        if "state" in alone:
             m["gpu_state"] = {"before": alone["state"], "after": gpu_state()}
             # Timed: hand the GPU back before writing the result and exiting, which time nothing.
             ask_to_share(job_dir, "run")
