@@ -4,7 +4,8 @@ beside the judge/worker path (worker records, judge replays), on this machine, f
     python scripts/grading_seconds.py [LESSON ...] [--json OUT.json] [--judge-only]
 
 ``--judge-only``: the judge/worker path alone (today's grade of record), each problem's seconds cold: every grading
-process has an empty Triton cache of its own.
+process has an empty Triton cache of its own. ``KERNELLAB_COMPILE_THREADS=1`` grades without compiling ahead
+(grading/compile_ahead.py); each row's ``compile_ahead`` says what the dry pass did.
 """
 import json
 import os
@@ -25,7 +26,7 @@ def main(argv):
     rows = []
     for lesson in lessons:
         path = f"solutions/{lesson}/{lesson}.ipynb"
-        walls, phases = {}, {}
+        walls, phases, aheads = {}, {}, {}
         for mode in modes:
             os.environ["KERNELLAB_REPLAY"] = mode
             logs = tempfile.mkdtemp()
@@ -34,6 +35,7 @@ def main(argv):
                 rec = json.loads((pathlib.Path(logs) / pathlib.Path(path).stem / lesson / p / "result.json").read_text())
                 secs = sum(v for k, v in rec.items() if k.endswith("wall_s") and isinstance(v, (int, float)))
                 walls.setdefault(p, {})[mode] = (round(secs, 1), r["points"], r["max"])
+                aheads.setdefault(p, {})[mode] = rec.get("compile_ahead")  # the worker's dry pass, if it made one
                 # where each process's seconds went: [phase, seconds until the next phase], worker then judges
                 phases.setdefault(p, {})[mode] = {
                     k.removesuffix("phases").rstrip("_") or "worker":
@@ -43,7 +45,7 @@ def main(argv):
             old = w.get("0", (None, None, None))
             rows.append({"lesson": lesson, "problem": p, "old_s": old[0], "judge_s": w["1"][0],
                          "old_points": old[1], "judge_points": w["1"][1], "max": w["1"][2],
-                         "phases": phases[p]["1"]})
+                         "phases": phases[p]["1"], "compile_ahead": aheads[p]["1"]})
     print(f"{DEVICE.name}")
     print(f"{'lesson':<28} {'problem':<26} {'old s':>6} {'judge s':>8} {'old pts':>8} {'judge pts':>9}")
     for r in rows:

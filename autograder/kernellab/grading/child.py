@@ -33,16 +33,55 @@ def _keep_kernels(rows: list, folder: pathlib.Path) -> None:
                 shutil.copyfile(path, target)
 
 
-def _tune_alone(first_call, job_dir: pathlib.Path) -> bool:
+def _compile_ahead(job: dict, calls: list, start_thread, phase) -> dict | None:
+    """The dry pass of grading/compile_ahead.py over ``calls`` where it can gain: a recording worker on a GPU with
+    two or more threads to compile on, unless the grading asked for a run without it. Returns its summary (None
+    where skipped), with "broke" where the pass left this process's GPU unusable (the grading then runs the
+    problem again without it)."""
+    from kernellab.device import DEVICE
+    from kernellab.grading import compile_ahead
+    n = compile_ahead.threads()
+    if not (job.get("record") and job.get("compile_ahead", True) and DEVICE.on_gpu and n >= 2):
+        return None
+    phase("compile-ahead")
+    import torch
+    summary = compile_ahead.dry_pass(calls, n, start_thread)
+    summary["threads"] = n
+    try:
+        torch.cuda.synchronize()
+    except Exception as exc:  # noqa: BLE001 - a device-side assert is sticky: nothing more can run here
+        summary["broke"] = str(exc)[:300] or type(exc).__name__
+    phase("compile")
+    return summary
+
+
+def _dry_calls(problem, fn, cases: list, device: str) -> list:
+    """One call per case, on guarded copies like the real run's (the same alignment and strides, so Triton
+    specialises the same way), for the dry pass."""
+    from kernellab.guarded import guarded_copy
+    from kernellab.problems.base import call_learner
+
+    def call(case):
+        def once():  # the copies made when called: none where the pass is skipped
+            import torch
+            views = [guarded_copy(t, device).view if isinstance(t, torch.Tensor) else t for t in case.inputs]
+            return call_learner(problem, fn, *views, **case.kwargs)
+        return once
+    return [call(c) for c in cases]
+
+
+def _tune_alone(first_call, job_dir: pathlib.Path, ahead=lambda calls: None) -> bool:
     """The first call of a speed problem's worker, which runs beside other grading: compile it with every
-    autotuner timing nothing (tuning.compile_only), then, if an autotuner had configurations to choose from,
-    ask for the GPU alone (slots.ask_for_gpu_alone, as a judge does before it times) and call again, so the
+    autotuner timing nothing (tuning.compile_only; the compiles made ahead on several threads by ``ahead``), then,
+    if an autotuner had configurations to choose from, ask for the GPU alone (slots.ask_for_gpu_alone, as a judge does before it times) and call again, so the
     choice is timed on a quiet GPU as in serial grading, then give the GPU back to other work
     (slots.ask_to_share): the recorded call that follows times nothing. Returns whether it asked."""
     import torch
 
     from kernellab.grading.slots import ask_for_gpu_alone, ask_to_share
     from kernellab.tuning import compile_only, in_rounds
+    with compile_only():  # every configuration's compile requested and compiled at once; the picks forgotten
+        ahead([first_call])
     with compile_only() as picked:
         first_call()
         if torch.cuda.is_available():
@@ -94,6 +133,10 @@ def _record_timed_call(fn, problem, seed: int, folder: pathlib.Path, phase=lambd
     row = {"record": rec.finish(out)}
     _keep_kernels([row], folder)
     return {"records": [row["record"]]}
+
+
+class _Broke(Exception):
+    """The dry pass left the GPU unusable (_compile_ahead): the worker stops and says so."""
 
 
 def main(jobdir: str, parent_pid: int) -> int:
@@ -157,7 +200,7 @@ def main(jobdir: str, parent_pid: int) -> int:
     from kernellab.grading.sandbox import confine_job
     out["sandbox"] = confine_job(job_dir, scratch)  # before any learner code exists in this process
     os.chdir(scratch)
-    integrity.refuse_threads()
+    start_thread = integrity.refuse_threads()  # kept here, out of the learner's namespace
     snapshot = integrity.Snapshot()
 
     def tampered() -> str | None:
@@ -198,6 +241,11 @@ def main(jobdir: str, parent_pid: int) -> int:
         return finish(error=tampered(), results=results)
     record = bool(job.get("record"))
     if problem.kind == "correctness":
+        if callable(fn):  # every case's kernels compiled at once, under the compile budget
+            out["ahead"] = _compile_ahead(job, _dry_calls(problem, fn, cases, DEVICE.torch_device), start_thread,
+                                          phase)
+            if (out["ahead"] or {}).get("broke"):
+                return finish()
         phase("compile")  # first call: Triton compiles (and autotunes) here, under its own budget
         first = _run_case(fn, problem, cases[0], DEVICE.torch_device) if callable(fn) else None
         phase("run")
@@ -219,7 +267,14 @@ def main(jobdir: str, parent_pid: int) -> int:
             gen = torch.Generator(device="cuda").manual_seed(job["seed"] ^ 0x5EED)
             warm = problem.make_inputs(gen, "cuda")
             if record:
-                _tune_alone(lambda: _call(problem, fn, *warm), job_dir)
+                def ahead(calls):
+                    out["ahead"] = _compile_ahead(job, calls, start_thread, phase)
+                    if (out["ahead"] or {}).get("broke"):
+                        raise _Broke()
+                try:
+                    _tune_alone(lambda: _call(problem, fn, *warm), job_dir, ahead)
+                except _Broke:
+                    return finish()
             else:  # a whole program timed here: this process has had its GPU alone from its start
                 _call(problem, fn, *warm)
             torch.cuda.synchronize()

@@ -226,8 +226,9 @@ def _start_child(jobdir, interpreted, limit_s, module, result, extra_env: dict,
 
 
 def _budget_key(phase: str) -> str:
-    """The budget (and the words) a phase falls under: a graded run's steps (run-call, run-keep) are the run's."""
-    return "run" if phase.startswith("run") else phase
+    """The budget (and the words) a phase falls under: a graded run's steps (run-call, run-keep) are the run's,
+    the compiling ahead of the first call (compile-ahead) the compile's."""
+    return "run" if phase.startswith("run") else "compile" if phase.startswith("compile") else phase
 
 
 def _watch(proc, jobdir: pathlib.Path, budgets: dict, go_alone, seen: list,
@@ -365,12 +366,7 @@ def grade_problem(problem, nb, seed: int, ceil=None, facts: dict | None = None,
             job["baseline_elsewhere"] = True
         (jobdir / "job.json").write_text(json.dumps(job))
         # A whole program's speed (lesson 07's compiled step) is timed in its worker: that worker needs its GPU alone.
-        why, info = _run_child(jobdir, interpreted, limit_s, alone=problem.kind == "speed", owner=owner)
-        record.update(info)
-        record["child_log_tail"] = worker_files.tail(jobdir / "child.log")
-        if why:
-            return Outcome(problem.id, 0.0, why), record
-        data, why = _worker_result(jobdir, record)
+        data, why = _run_worker(jobdir, interpreted, limit_s, record, alone=problem.kind == "speed", owner=owner)
         if why:
             return Outcome(problem.id, 0.0, why), record
     if data.get("error"):
@@ -432,6 +428,17 @@ def replayable(problem) -> bool:
     return problem.replay_call
 
 
+def _run_worker(jobdir: pathlib.Path, interpreted: bool, limit_s, record: dict, **kw) -> tuple[dict | None, str | None]:
+    """Run a worker (``_run_child``) and read its result: (data, None), or (None, why there is none). Its exit code,
+    last phase, wall time and log's tail go into ``record``."""
+    why, info = _run_child(jobdir, interpreted, limit_s, **kw)
+    record.update(info)
+    record["child_log_tail"] = worker_files.tail(jobdir / "child.log")
+    if why:
+        return None, why
+    return _worker_result(jobdir, record)
+
+
 def _worker_result(folder: pathlib.Path, record: dict) -> tuple[dict | None, str | None]:
     """(a worker's result data, None), or (None, why it cannot be read): plain data only, no pickled code, read
     as worker_files reads anything of a worker's; how the worker was confined goes into ``record``."""
@@ -464,28 +471,32 @@ def _grade_by_replay(problem, sources, seed: int, ceil, lesson: str, limit_s, re
     on_gpu = DEVICE.on_gpu and not interpreted
     with tempfile.TemporaryDirectory(prefix="kl-grade-") as tmp:
         work, judge = pathlib.Path(tmp) / "worker", pathlib.Path(tmp) / "judge"
-        work.mkdir()
         cases = None
         job = {"lesson": lesson, "problem": problem.id, "sources": sources, "seed": 0, "record": True}
         if problem.kind == "correctness":
             cases = problem.make_cases(seeded_generator(seed), on_gpu)
             record["shapes"] = [c.label for c in cases]
-            gen = torch.Generator().manual_seed(int.from_bytes(os.urandom(6), "little"))
-            torch.save([decoy_case(c, gen) for c in cases], work / "cases.pt")
         else:
             # The worker's inputs come from a seed unrelated to the secret; so do the judge's timed inputs.
             job["seed"] = int.from_bytes(os.urandom(5), "little")
-        (work / "job.json").write_text(json.dumps(job))
-        # A speed problem's worker autotunes with its GPU alone (child._tune_alone), compiling and recording beside
-        # other work.
-        why, info = _run_child(work, interpreted, limit_s, handoff=problem.kind == "speed", owner=owner)
-        record.update(info)  # the worker's exit code, last phase and wall time
-        record["child_log_tail"] = worker_files.tail(work / "child.log")
-        if why:
-            return Outcome(problem.id, 0.0, why), record
-        data, why = _worker_result(work, record)
-        if why:
-            return Outcome(problem.id, 0.0, why), record
+        for ahead in (True, False):
+            work.mkdir()
+            if cases is not None:
+                gen = torch.Generator().manual_seed(int.from_bytes(os.urandom(6), "little"))
+                torch.save([decoy_case(c, gen) for c in cases], work / "cases.pt")
+            (work / "job.json").write_text(json.dumps({**job, "compile_ahead": ahead}))
+            # A speed problem's worker autotunes with its GPU alone (child._tune_alone), compiling and recording
+            # beside other work.
+            data, why = _run_worker(work, interpreted, limit_s, record, handoff=problem.kind == "speed", owner=owner)
+            if why:
+                return Outcome(problem.id, 0.0, why), record
+            record["compile_ahead"] = data.get("ahead")
+            if not (data.get("ahead") or {}).get("broke"):
+                break
+            # Its dry pass (grading/compile_ahead.py) left the worker's GPU unusable: graded again without it, so that
+            # the pass costs time, never points.
+            record["compile_ahead_broke"] = data["ahead"]["broke"]
+            shutil.rmtree(work)
         if data.get("error"):
             return Outcome(problem.id, 0.0, data["error"]), record
         if problem.kind == "correctness":

@@ -62,10 +62,18 @@ def _torch_rewrap(new, old) -> bool:
     return getattr(new, "__wrapped__", None) is old and code is not None and ("_dynamo" in code.co_filename or code.co_filename.endswith("torch/_compile.py"))
 
 
-def refuse_threads() -> None:
-    """From here on, starting a Python thread raises: work on another thread escapes the op watch."""
+def refuse_threads():
+    """From here on, starting a Python thread raises: work on another thread escapes the op watch. Returns the
+    grading's own way to start one, ``start(target) -> thread`` (compile_ahead's compiling threads), which the
+    caller keeps out of the learner's namespace."""
     import _thread
     import threading
+    start = threading.Thread.start
+
+    def trusted(target):
+        thread = threading.Thread(target=target, daemon=True)
+        start(thread)
+        return thread
 
     def refused(*args, **kwargs):
         raise RuntimeError("graded code may not start threads: a kernel exercise runs its work in Triton kernels "
@@ -74,6 +82,7 @@ def refuse_threads() -> None:
     _thread.start_new_thread = refused
     if hasattr(_thread, "start_joinable_thread"):
         _thread.start_joinable_thread = refused
+    return trusted
 
 
 def tampered_message(names: list[str]) -> str:

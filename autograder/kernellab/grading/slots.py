@@ -105,10 +105,12 @@ class GpuSlots:
         """Environment that caps a grading process's CPU threads (torch's OpenMP pool, MKL) at ``threads``. Each
         would otherwise start one thread per core for its CPU work (inputs, copies), and a class's processes at
         once then run many times more threads than there are cores: on two H100s with 32 cores, lesson 03's
-        18 jobs took 30 % longer in their processes than with one thread each (assets/gpu/class_grading.md)."""
+        18 jobs took 30 % longer in their processes than with one thread each (assets/gpu/class_grading.md).
+        A worker's threads compiling ahead (grading/compile_ahead.py) take the same share: with one each, none."""
         if not self.threads:
             return {}
-        return {"OMP_NUM_THREADS": str(self.threads), "MKL_NUM_THREADS": str(self.threads)}
+        return {"OMP_NUM_THREADS": str(self.threads), "MKL_NUM_THREADS": str(self.threads),
+                "KERNELLAB_COMPILE_THREADS": str(self.threads)}
 
     def confine_grading(self) -> tuple:
         """Cap the grading process's own torch CPU threads as each grading process's are (``threads``; no cap
