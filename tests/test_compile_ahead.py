@@ -113,6 +113,8 @@ def test_compile_threads_come_from_the_environment_or_the_cores(monkeypatch):
     assert compile_ahead.threads() == min(compile_ahead.MAX_THREADS, usable())
     from kernellab.grading.slots import GpuSlots
     assert GpuSlots(1, jobs=10_000).thread_env()["KERNELLAB_COMPILE_THREADS"] == "1"  # a class: a core each, none
+    monkeypatch.setenv("KERNELLAB_COMPILE_THREADS", "2")  # unless the grading says otherwise
+    assert GpuSlots(1, jobs=10_000).thread_env()["KERNELLAB_COMPILE_THREADS"] == "2"
 
 
 def test_the_worker_refuses_threads_but_keeps_a_starter_of_its_own():

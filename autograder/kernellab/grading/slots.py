@@ -106,11 +106,12 @@ class GpuSlots:
         would otherwise start one thread per core for its CPU work (inputs, copies), and a class's processes at
         once then run many times more threads than there are cores: on two H100s with 32 cores, lesson 03's
         18 jobs took 30 % longer in their processes than with one thread each (assets/gpu/class_grading.md).
-        A worker's threads compiling ahead (grading/compile_ahead.py) take the same share: with one each, none."""
+        A worker's threads compiling ahead (grading/compile_ahead.py) take the same share (with one each, none),
+        unless KERNELLAB_COMPILE_THREADS is set for the whole grading."""
         if not self.threads:
             return {}
         return {"OMP_NUM_THREADS": str(self.threads), "MKL_NUM_THREADS": str(self.threads),
-                "KERNELLAB_COMPILE_THREADS": str(self.threads)}
+                "KERNELLAB_COMPILE_THREADS": os.environ.get("KERNELLAB_COMPILE_THREADS") or str(self.threads)}
 
     def confine_grading(self) -> tuple:
         """Cap the grading process's own torch CPU threads as each grading process's are (``threads``; no cap
