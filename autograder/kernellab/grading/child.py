@@ -70,18 +70,16 @@ def _dry_calls(problem, fn, cases: list, device: str) -> list:
     return [call(c) for c in cases]
 
 
-def _tune_alone(first_call, job_dir: pathlib.Path, ahead=lambda calls: None) -> bool:
+def _tune_alone(first_call, job_dir: pathlib.Path) -> bool:
     """The first call of a speed problem's worker, which runs beside other grading: compile it with every
-    autotuner timing nothing (tuning.compile_only; the compiles made ahead on several threads by ``ahead``), then,
-    if an autotuner had configurations to choose from, ask for the GPU alone (slots.ask_for_gpu_alone, as a judge does before it times) and call again, so the
+    autotuner timing nothing (tuning.compile_only), then, if an autotuner had configurations to choose from, ask
+    for the GPU alone (slots.ask_for_gpu_alone, as a judge does before it times) and call again, so the
     choice is timed on a quiet GPU as in serial grading, then give the GPU back to other work
     (slots.ask_to_share): the recorded call that follows times nothing. Returns whether it asked."""
     import torch
 
     from kernellab.grading.slots import ask_for_gpu_alone, ask_to_share
     from kernellab.tuning import compile_only, in_rounds
-    with compile_only():  # every configuration's compile requested and compiled at once; the picks forgotten
-        ahead([first_call])
     with compile_only() as picked:
         first_call()
         if torch.cuda.is_available():
@@ -133,10 +131,6 @@ def _record_timed_call(fn, problem, seed: int, folder: pathlib.Path, phase=lambd
     row = {"record": rec.finish(out)}
     _keep_kernels([row], folder)
     return {"records": [row["record"]]}
-
-
-class _Broke(Exception):
-    """The dry pass left the GPU unusable (_compile_ahead): the worker stops and says so."""
 
 
 def main(jobdir: str, parent_pid: int) -> int:
@@ -197,6 +191,7 @@ def main(jobdir: str, parent_pid: int) -> int:
     # Files the learner's code writes land away from the job, in the grader's temporary folder (removed with it).
     scratch = tempfile.mkdtemp(prefix="scratch-", dir=job_dir.parent)
     tempfile.tempdir = os.environ["TMPDIR"] = scratch  # Triton's and ptxas's temporary files too
+    from kernellab.grading import compile_ahead
     from kernellab.grading.sandbox import confine_job
     out["sandbox"] = confine_job(job_dir, scratch)  # before any learner code exists in this process
     os.chdir(scratch)
@@ -244,7 +239,7 @@ def main(jobdir: str, parent_pid: int) -> int:
         if callable(fn):  # every case's kernels compiled at once, under the compile budget
             out["ahead"] = _compile_ahead(job, _dry_calls(problem, fn, cases, DEVICE.torch_device), start_thread,
                                           phase)
-            if (out["ahead"] or {}).get("broke"):
+            if compile_ahead.broke(out["ahead"]):
                 return finish()
         phase("compile")  # first call: Triton compiles (and autotunes) here, under its own budget
         first = _run_case(fn, problem, cases[0], DEVICE.torch_device) if callable(fn) else None
@@ -267,14 +262,13 @@ def main(jobdir: str, parent_pid: int) -> int:
             gen = torch.Generator(device="cuda").manual_seed(job["seed"] ^ 0x5EED)
             warm = problem.make_inputs(gen, "cuda")
             if record:
-                def ahead(calls):
-                    out["ahead"] = _compile_ahead(job, calls, start_thread, phase)
-                    if (out["ahead"] or {}).get("broke"):
-                        raise _Broke()
-                try:
-                    _tune_alone(lambda: _call(problem, fn, *warm), job_dir, ahead)
-                except _Broke:
+                from kernellab.tuning import compile_only
+                first_call = lambda: _call(problem, fn, *warm)  # noqa: E731
+                with compile_only():  # every configuration's compile requested and made at once; the picks forgotten
+                    out["ahead"] = _compile_ahead(job, [first_call], start_thread, phase)
+                if compile_ahead.broke(out["ahead"]):
                     return finish()
+                _tune_alone(first_call, job_dir)
             else:  # a whole program timed here: this process has had its GPU alone from its start
                 _call(problem, fn, *warm)
             torch.cuda.synchronize()

@@ -36,6 +36,11 @@ def threads() -> int:
     return min(MAX_THREADS, usable())
 
 
+def broke(summary: dict | None) -> str | None:
+    """What a worker's dry pass (its summary, None where it made none) said left its GPU unusable, if anything."""
+    return (summary or {}).get("broke")
+
+
 class _OutOfTime(Exception):
     pass
 

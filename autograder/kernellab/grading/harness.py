@@ -29,7 +29,7 @@ from ..notebook_cells import grade_id, sources_for
 from ..paths import pythonpath_with_package
 from ..problems.base import (CallResult, Outcome, judge_answers, judge_correctness, judge_function,
                              seeded_generator)
-from . import worker_files, zygote
+from . import compile_ahead, worker_files, zygote
 from .cores import pin
 from .secret import problem_seed
 
@@ -491,11 +491,11 @@ def _grade_by_replay(problem, sources, seed: int, ceil, lesson: str, limit_s, re
             if why:
                 return Outcome(problem.id, 0.0, why), record
             record["compile_ahead"] = data.get("ahead")
-            if not (data.get("ahead") or {}).get("broke"):
+            if not compile_ahead.broke(data.get("ahead")):
                 break
             # Its dry pass (grading/compile_ahead.py) left the worker's GPU unusable: graded again without it, so that
             # the pass costs time, never points.
-            record["compile_ahead_broke"] = data["ahead"]["broke"]
+            record["compile_ahead_broke"] = compile_ahead.broke(data["ahead"])
             shutil.rmtree(work)
         if data.get("error"):
             return Outcome(problem.id, 0.0, data["error"]), record
