@@ -56,6 +56,22 @@ def add_unmasked(x, y):
     return out
 
 
+STEPS = []
+
+
+def add_one_step_at_a_time(x, y, swallow=False):
+    out = torch.empty_like(x)
+    add_kernel[(1,)](x, y, out, 1, BLOCK=16)
+    for i in range(x.numel()):
+        try:
+            out[i].fill_(0.0)
+        except Exception:  # a learner who catches the refusal and goes on
+            if not swallow:
+                raise
+        STEPS.append(i)
+    return out
+
+
 def add_on_host(x, y):
     out = torch.empty_like(x)
     add_kernel[(1,)](x, y, out, 1, BLOCK=16)  # a token launch
@@ -106,6 +122,22 @@ def test_host_arithmetic_replays_to_the_workers_numbers_not_the_answer(ns):
     case = _case(40, seed=7)
     _, (out,) = _replay(rec, case)
     assert not torch.allclose(out, case.inputs[0] + case.inputs[1])
+
+
+def test_a_call_past_the_step_limit_is_stopped_there_and_stays_refused(ns):
+    # A call that writes one element per torch call stops at the recorder's limit instead of running its whole loop;
+    # catching the refusal only lets the loop run on: the record keeps the refusal, and the judge refuses it.
+    from kernellab.record import MAX_EVENTS
+    n = MAX_EVENTS + 500
+    ns["STEPS"].clear()
+    r = run_case(ns["add_one_step_at_a_time"], ADD, _case(n, 1), "cpu", record_call=True)
+    assert "too many separate steps" in r.error and len(ns["STEPS"]) == MAX_EVENTS - 1  # the launch is one step
+    ns["STEPS"].clear()
+    r = run_case(lambda x, y: ns["add_one_step_at_a_time"](x, y, swallow=True), ADD, _case(n, 1), "cpu",
+                 record_call=True)
+    assert len(ns["STEPS"]) == n and len(r.record["events"]) == MAX_EVENTS
+    with pytest.raises(ReplayError, match="too many separate steps"):
+        validate(r.record, 2)
 
 
 def test_an_unmasked_store_lands_in_the_judges_guard(ns):

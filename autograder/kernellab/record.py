@@ -23,6 +23,16 @@ import textwrap
 import torch
 
 from .compat import parse_python
+from .invoke import Refused
+
+# The most steps (launches, fill_/zero_ calls, copies, replayed ops) and buffers one graded call may take: no
+# problem needs more, and a call that writes its output one torch call per element would run for minutes.
+MAX_EVENTS = 2000
+MAX_BUFFERS = 512
+TOO_MANY_STEPS = (f"The call did too many separate steps to grade (over {MAX_EVENTS} kernel launches, fill_/zero_ "
+                  f"calls and copies, or over {MAX_BUFFERS} buffers): write each element with a kernel, not one torch "
+                  "call at a time.")
+
 
 # Buffers a record may name: the call's inputs, what it allocated, and (for a problem whose call may use PyTorch
 # ops, replayed by the judge under the problem's rule: op_rules.py) what those ops returned, in order.
@@ -114,6 +124,15 @@ class Recording:
         if self.problem is None:
             self.problem = why
 
+    def _add(self, event: dict) -> None:
+        """Record one step; past MAX_EVENTS stop the call there (Refused), rather than record steps the judge
+        refuses anyway while the call burns its budget. The record keeps the refusal even if the learner's code
+        catches the exception and goes on."""
+        if len(self.events) >= MAX_EVENTS:  # the step is not taken: the mode raises before running it
+            self.refuse(TOO_MANY_STEPS[:1].lower() + TOO_MANY_STEPS[1:].rstrip("."))
+            raise Refused(TOO_MANY_STEPS)
+        self.events.append(event)
+
     # -- torch calls (from watch.py's dispatch mode)
     def torch_call(self, op: str, args: tuple, kwargs: dict, out) -> None:
         """The allowed torch calls that change memory: zero_, fill_ with a number, clone/contiguous."""
@@ -122,7 +141,7 @@ class Recording:
         if op == "zero_":
             v = self.view(args[0], "the tensor zeroed with zero_()")
             if v is not None:
-                self.events.append({"op": "zero", "view": v})
+                self._add({"op": "zero", "view": v})
         elif op == "fill_":
             value = args[1] if len(args) > 1 else kwargs.get("value")
             if isinstance(value, torch.Tensor):
@@ -134,11 +153,11 @@ class Recording:
                 value = value.item()
             v = self.view(args[0], "the tensor filled with fill_()")
             if v is not None:
-                self.events.append({"op": "fill", "view": v, "value": float(value)})
+                self._add({"op": "fill", "view": v, "value": float(value)})
         elif op == "copy":
             src, dst = self.view(args[0], "the tensor copied"), self.view(out, "a copy's destination")
             if src is not None and dst is not None:
-                self.events.append({"op": "copy", "src": src, "dst": dst})
+                self._add({"op": "copy", "src": src, "dst": dst})
 
     # -- PyTorch compute ops (problems whose call may use them: record.ops)
     def op(self, func, args: tuple, kwargs: dict, out) -> None:
@@ -161,7 +180,7 @@ class Recording:
                 event["out"].append({"new": new, "view": view_of(t, new, self.buffers[new].start)})
             else:
                 event["out"].append({"view": view_of(t, hit[0], self.buffers[hit[0]].start)})
-        self.events.append(event)
+        self._add(event)
 
     def _encode(self, value, what: str):
         """An op's argument as plain data: tensors as views of buffers, numbers, lists, dtypes; anything else
@@ -189,7 +208,7 @@ class Recording:
         if self.benchmarking:
             return
         g = [int(x) for x in (tuple(grid) + (1, 1, 1))[:3]]
-        self.events.append({"op": "launch", "kernel": kernel_id, "grid": g, "args": args})
+        self._add({"op": "launch", "kernel": kernel_id, "grid": g, "args": args})
 
     def arg(self, value, name: str, pointer: bool | None = None) -> dict:
         """One launch argument as plain data."""
