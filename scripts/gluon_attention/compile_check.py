@@ -1,7 +1,11 @@
-"""Compile the Gluon attention kernel for sm_90 on a machine without a GPU (Triton 3.6 on the host: ptxas ships in
-its wheel), and print each configuration's registers, spills and shared memory. Nothing runs.
+"""Compile the Gluon attention kernel for sm_90 on a machine without a GPU (ptxas ships in Triton's wheel), and print
+each configuration's registers, spills and shared memory. Nothing runs.
 
-    python scripts/gluon_attention/compile_check.py
+Gluon's API moves between Triton releases (3.9 renamed the TMA copies), so this needs triton 3.6.0, the GPU
+machines' version, e.g. in a venv of its own:
+
+    python3 -m venv /tmp/t36 && /tmp/t36/bin/pip install triton==3.6.0 torch==2.13.0 numpy
+    /tmp/t36/bin/python scripts/gluon_attention/compile_check.py
 """
 import itertools
 import pathlib
