@@ -18,20 +18,23 @@ import time
 HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent.parent / "autograder"))
 sys.path.insert(0, str(HERE))
-# (BLOCK_N, STAGES, PIPE, PERSISTENT) per head dimension
-VARIANTS = {64: [(128, 2, False, False), (128, 3, True, False), (128, 2, False, True), (128, 3, True, True)],
-            128: [(128, 2, False, False), (128, 2, True, False), (128, 2, False, True), (64, 3, True, True)]}
+# (BLOCK_N, STAGES, PIPE, PERSISTENT[, STAGGER]) per head dimension
+VARIANTS = {64: [(128, 2, False, False), (128, 3, True, True), (128, 3, True, True, True), (128, 3, False, True, True)],
+            128: [(128, 2, False, False), (128, 2, False, True), (128, 2, False, True, True), (64, 4, True, True, True),
+                  (128, 2, False, False, True)]}
 
 
 def name_of(D, v) -> str:
-    bn, st, pipe, persistent = v
-    return f"gluon 128x{bn} s{st}" + (" pipe" if pipe else "") + (" persistent" if persistent else "")
+    bn, st, pipe, persistent, stagger = (*v, False)[:5]
+    return (f"gluon 128x{bn} s{st}" + (" pipe" if pipe else "") + (" persistent" if persistent else "")
+            + (" stagger" if stagger else ""))
 
 
 def run(q, k, v, causal, var, programs=None):
     import fa3_gluon as F
-    bn, st, pipe, persistent = var
-    return F.attention(q, k, v, causal, block_n=bn, stages=st, pipe=pipe, persistent=persistent, programs=programs)
+    bn, st, pipe, persistent, stagger = (*var, False)[:5]
+    return F.attention(q, k, v, causal, block_n=bn, stages=st, pipe=pipe, persistent=persistent, programs=programs,
+                       stagger=stagger)
 
 
 def check() -> int:

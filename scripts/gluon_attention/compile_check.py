@@ -77,6 +77,10 @@ if __name__ == "__main__":
         except Exception as e:  # report every configuration, not only the first failure
             failed += 1
             print(f"D={D} BN={bn} S={st} causal={causal} pipe={pipe}: {type(e).__name__}: {str(e)[:1500]}")
+    for D, bn, st, pipe in ((128, 128, 2, False), (128, 64, 4, True), (64, 128, 3, True)):
+        for causal in (False, True):
+            k = compile_one(D, bn, st, causal, pipe, 232, STAGGER=True)
+            print(f"D={D} BN={bn} S={st} causal={causal} pipe={pipe} stagger: {ptxas_report(k.asm['ptx'])}")
     for cap in (104, 128):  # two programs per SM at D = 64
         k = compile_one(64, 64, 2, False, True, 232, maxnreg=cap)
         print(f"D=64 BN=64 pipe maxnreg={cap}: smem {k.metadata.shared} {ptxas_report(k.asm['ptx'])}")

@@ -82,8 +82,8 @@ def _softmax_step(sc, m_i, l_i, q_pos, k_start, qk_scale, MASKED: gl.constexpr, 
 
 
 @gluon.jit
-def _plain_step(j, g, acc, m_i, l_i, q, k_smem, v_smem, k_ready, v_ready, kv_free, zero_s, q_pos, qk_scale,
-                MASKED: gl.constexpr, s_layout: gl.constexpr, o_layout: gl.constexpr, p_layout: gl.constexpr,
+def _plain_step(j, g, acc, m_i, l_i, q, k_smem, v_smem, k_ready, v_ready, kv_free, stagger, zero_s, q_pos, qk_scale,
+                LEAD: gl.constexpr, MASKED: gl.constexpr, s_layout: gl.constexpr, o_layout: gl.constexpr, p_layout: gl.constexpr,
                 BLOCK_N: gl.constexpr, STAGES: gl.constexpr):
     """Key block j of the tile (the ring's block g + j), each product waited for before the next step: the
     overlap comes from the other warpgroup."""
@@ -99,12 +99,14 @@ def _plain_step(j, g, acc, m_i, l_i, q, k_smem, v_smem, k_ready, v_ready, kv_fre
     o_tok = warpgroup_mma(pa, v_smem.index(st), acc, is_async=True)
     acc, pa = warpgroup_mma_wait(0, deps=[o_tok, pa])
     mbarrier.arrive(kv_free.index(st), count=1)
+    if LEAD:  # the leading consumer lets the other start once it has finished the program's first key block
+        mbarrier.arrive(stagger, count=1, pred=(g + j) == 0)
     return acc, m_i, l_i
 
 
 @gluon.jit
-def _pipe_step(j, g, acc, pa, m_i, l_i, q, k_smem, v_smem, k_ready, v_ready, kv_free, zero_s, q_pos, qk_scale,
-               MASKED: gl.constexpr, s_layout: gl.constexpr, o_layout: gl.constexpr, p_layout: gl.constexpr,
+def _pipe_step(j, g, acc, pa, m_i, l_i, q, k_smem, v_smem, k_ready, v_ready, kv_free, stagger, zero_s, q_pos,
+               qk_scale, LEAD: gl.constexpr, MASKED: gl.constexpr, s_layout: gl.constexpr, o_layout: gl.constexpr, p_layout: gl.constexpr,
                BLOCK_N: gl.constexpr, STAGES: gl.constexpr):
     """Block j's P V (``pa`` holds its probabilities) overlapped with block j+1's Q K^T and softmax (``MASKED``:
     block j+1 crosses the diagonal). Returns block j+1's state with the accumulator already rescaled for it."""
@@ -118,14 +120,17 @@ def _pipe_step(j, g, acc, pa, m_i, l_i, q, k_smem, v_smem, k_ready, v_ready, kv_
     p, alpha, m_i, l_i = _softmax_step(sc, m_i, l_i, q_pos, (j + 1) * BLOCK_N, qk_scale, MASKED, s_layout, BLOCK_N)
     acc, pa = warpgroup_mma_wait(0, deps=[o_tok, pa])
     mbarrier.arrive(kv_free.index(st), count=1)
+    if LEAD:  # the leading consumer lets the other start once it has finished the program's first key block
+        mbarrier.arrive(stagger, count=1, pred=(g + j) == 0)
     acc = acc * gl.convert_layout(alpha, gl.SliceLayout(1, o_layout))[:, None]
     return acc, gl.convert_layout(p.to(gl.float16), p_layout), m_i, l_i
 
 
 @gluon.jit
-def _consumer(o_ptr, lse_ptr, q_smem, k_smem, v_smem, q_bar, q_free, k_ready, v_ready, kv_free, n_m, BH, N,
+def _consumer(o_ptr, lse_ptr, q_smem, k_smem, v_smem, q_bar, q_free, k_ready, v_ready, kv_free, stagger, n_m, BH, N,
               qk_scale, C: gl.constexpr, HALF: gl.constexpr, BLOCK_N: gl.constexpr, HEAD_D: gl.constexpr,
-              STAGES: gl.constexpr, CAUSAL: gl.constexpr, LPT: gl.constexpr, PIPE: gl.constexpr):
+              STAGES: gl.constexpr, CAUSAL: gl.constexpr, LPT: gl.constexpr, PIPE: gl.constexpr,
+              STAGGER: gl.constexpr):
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
                                                        instr_shape=[16, BLOCK_N, 16])
     o_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
@@ -135,6 +140,12 @@ def _consumer(o_ptr, lse_ptr, q_smem, k_smem, v_smem, q_bar, q_free, k_ready, v_
     row_o: gl.constexpr = gl.SliceLayout(1, o_layout)
     zero_s = gl.zeros([HALF, BLOCK_N], gl.float32, s_layout)
     q = q_smem.index(C)
+    # STAGGER: the second consumer starts one key block behind the first and stays behind (the ring lets the first
+    # lead by up to STAGES - 1 blocks), so that one's tile boundary (the last P V, the epilogue, the next tile's
+    # first Q K^T and softmax) falls inside the other's main loop instead of both idling the tensor cores at once
+    LEAD: gl.constexpr = STAGGER and C == 0
+    if STAGGER and C == 1:
+        mbarrier.wait(stagger, 0)
     g = 0
     i = 0
     for t in range(gl.program_id(0), n_m * BH, gl.num_programs(0)):
@@ -168,11 +179,11 @@ def _consumer(o_ptr, lse_ptr, q_smem, k_smem, v_smem, q_bar, q_free, k_ready, v_
             pa = gl.convert_layout(p.to(gl.float16), p_layout)
             for j in range(0, n_full - 1):
                 acc, pa, m_i, l_i = _pipe_step(j, g, acc, pa, m_i, l_i, q, k_smem, v_smem, k_ready, v_ready,
-                                               kv_free, zero_s, q_pos, qk_scale, False, s_layout, o_layout, p_layout,
+                                               kv_free, stagger, zero_s, q_pos, qk_scale, LEAD, False, s_layout, o_layout, p_layout,
                                                BLOCK_N, STAGES)
             for j in range(gl.maximum(n_full - 1, 0), n_mine - 1):
                 acc, pa, m_i, l_i = _pipe_step(j, g, acc, pa, m_i, l_i, q, k_smem, v_smem, k_ready, v_ready,
-                                               kv_free, zero_s, q_pos, qk_scale, True, s_layout, o_layout, p_layout,
+                                               kv_free, stagger, zero_s, q_pos, qk_scale, LEAD, True, s_layout, o_layout, p_layout,
                                                BLOCK_N, STAGES)
             mbarrier.arrive(q_free.index(C), count=1)  # the tile's last Q K^T is done: the next tile's Q may land
             last = g + n_mine - 1
@@ -180,14 +191,18 @@ def _consumer(o_ptr, lse_ptr, q_smem, k_smem, v_smem, q_bar, q_free, k_ready, v_
             o_tok = warpgroup_mma(pa, v_smem.index(last % STAGES), acc, is_async=True)
             acc, pa = warpgroup_mma_wait(0, deps=[o_tok, pa])
             mbarrier.arrive(kv_free.index(last % STAGES), count=1)
+            if LEAD:
+                mbarrier.arrive(stagger, count=1, pred=last == 0)
         else:
             for j in range(0, n_full):
                 acc, m_i, l_i = _plain_step(j, g, acc, m_i, l_i, q, k_smem, v_smem, k_ready, v_ready, kv_free,
-                                            zero_s, q_pos, qk_scale, False, s_layout, o_layout, p_layout, BLOCK_N,
+                                            stagger, zero_s, q_pos, qk_scale, LEAD, False, s_layout, o_layout,
+                                            p_layout, BLOCK_N,
                                             STAGES)
             for j in range(n_full, n_mine):
                 acc, m_i, l_i = _plain_step(j, g, acc, m_i, l_i, q, k_smem, v_smem, k_ready, v_ready, kv_free,
-                                            zero_s, q_pos, qk_scale, True, s_layout, o_layout, p_layout, BLOCK_N,
+                                            stagger, zero_s, q_pos, qk_scale, LEAD, True, s_layout, o_layout,
+                                            p_layout, BLOCK_N,
                                             STAGES)
             mbarrier.arrive(q_free.index(C), count=1)
         for j in range(n_mine, n_blocks):  # causal: blocks only the other half reads
@@ -213,7 +228,7 @@ def _consumer(o_ptr, lse_ptr, q_smem, k_smem, v_smem, q_bar, q_free, k_ready, v_
 @gluon.jit
 def attention_fwd_kernel(q_desc, k_desc, v_desc, o_ptr, lse_ptr, N, BH, qk_scale, HEAD_D: gl.constexpr,
                          BLOCK_N: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr, LPT: gl.constexpr,
-                         PIPE: gl.constexpr, CONSUMER_REGS: gl.constexpr):
+                         PIPE: gl.constexpr, CONSUMER_REGS: gl.constexpr, STAGGER: gl.constexpr = False):
     HALF: gl.constexpr = 64
     n_m = N // 128
     q_smem = gl.allocate_shared_memory(gl.float16, [2, HALF, HEAD_D], q_desc.layout)
@@ -224,6 +239,8 @@ def attention_fwd_kernel(q_desc, k_desc, v_desc, o_ptr, lse_ptr, N, BH, qk_scale
     k_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     v_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     kv_free = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    stagger = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+    mbarrier.init(stagger, count=1)
     for c in gl.static_range(2):
         mbarrier.init(q_bar.index(c), count=1)
         mbarrier.init(q_free.index(c), count=1)
@@ -234,10 +251,10 @@ def attention_fwd_kernel(q_desc, k_desc, v_desc, o_ptr, lse_ptr, N, BH, qk_scale
     fence_async_shared()
 
     gl.warp_specialize([
-        (_consumer, (o_ptr, lse_ptr, q_smem, k_smem, v_smem, q_bar, q_free, k_ready, v_ready, kv_free, n_m, BH, N,
-                     qk_scale, 0, HALF, BLOCK_N, HEAD_D, STAGES, CAUSAL, LPT, PIPE)),
-        (_consumer, (o_ptr, lse_ptr, q_smem, k_smem, v_smem, q_bar, q_free, k_ready, v_ready, kv_free, n_m, BH, N,
-                     qk_scale, 1, HALF, BLOCK_N, HEAD_D, STAGES, CAUSAL, LPT, PIPE)),
+        (_consumer, (o_ptr, lse_ptr, q_smem, k_smem, v_smem, q_bar, q_free, k_ready, v_ready, kv_free, stagger, n_m, BH,
+                     N, qk_scale, 0, HALF, BLOCK_N, HEAD_D, STAGES, CAUSAL, LPT, PIPE, STAGGER)),
+        (_consumer, (o_ptr, lse_ptr, q_smem, k_smem, v_smem, q_bar, q_free, k_ready, v_ready, kv_free, stagger, n_m, BH,
+                     N, qk_scale, 1, HALF, BLOCK_N, HEAD_D, STAGES, CAUSAL, LPT, PIPE, STAGGER)),
         (_loader, (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bar, q_free, k_ready, v_ready, kv_free, n_m, BH,
                    N, HALF, BLOCK_N, HEAD_D, STAGES, CAUSAL, LPT)),
     ], [4, 1], [CONSUMER_REGS, 24])
@@ -247,7 +264,7 @@ _SMS = {}
 
 
 def attention(q, k, v, causal, block_n=128, stages=2, pipe=False, persistent=False, consumer_regs=232,
-              programs=None, maxnreg=None):
+              programs=None, maxnreg=None, stagger=False):
     """(o, lse) for q, k, v of shape (B, H, N, D), fp16, contiguous; N a multiple of 128. ``persistent``: one
     program per SM walking the tiles (``programs``: that many instead, to test many tiles per program), else one
     program per tile. ``maxnreg``: a register cap, so that two programs share an SM."""
@@ -268,6 +285,6 @@ def attention(q, k, v, causal, block_n=128, stages=2, pipe=False, persistent=Fal
         tiles = min(tiles, programs or _SMS[dev])
     attention_fwd_kernel[(tiles,)](q_desc, k_desc, v_desc, o, lse, N, B * H, D ** -0.5 * LOG2E, HEAD_D=D,
                                    BLOCK_N=block_n, STAGES=stages, CAUSAL=causal, LPT=causal and N <= 2048,
-                                   PIPE=pipe, CONSUMER_REGS=consumer_regs, num_warps=4,
+                                   PIPE=pipe, CONSUMER_REGS=consumer_regs, STAGGER=stagger, num_warps=4,
                                    **({"maxnreg": maxnreg} if maxnreg else {}))
     return o, lse
