@@ -18,23 +18,28 @@ import time
 HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent.parent / "autograder"))
 sys.path.insert(0, str(HERE))
-# (BLOCK_N, STAGES, PIPE, PERSISTENT[, STAGGER]) per head dimension
-VARIANTS = {64: [(128, 2, False, False), (128, 3, True, True), (128, 3, True, True, True), (128, 3, False, True, True)],
-            128: [(128, 2, False, False), (128, 2, False, True), (128, 2, False, True, True), (64, 4, True, True, True),
-                  (128, 2, False, False, True)]}
+# (BLOCK_N, STAGES, PIPE, PERSISTENT[, STAGGER[, PINGPONG]]) per head dimension
+VARIANTS = {64: [(128, 2, False, False), (128, 3, True, True), (128, 3, True, True, False, True),
+                 (128, 3, True, False, False, True)],
+            128: [(128, 2, False, False), (128, 2, False, True), (128, 2, True, True, False, True),
+                  (128, 2, True, False, False, True), (64, 3, True, True, False, True)]}
+
+
+def _fields(v) -> tuple:
+    return (*v, False, False)[:6]
 
 
 def name_of(D, v) -> str:
-    bn, st, pipe, persistent, stagger = (*v, False)[:5]
+    bn, st, pipe, persistent, stagger, pingpong = _fields(v)
     return (f"gluon 128x{bn} s{st}" + (" pipe" if pipe else "") + (" persistent" if persistent else "")
-            + (" stagger" if stagger else ""))
+            + (" stagger" if stagger else "") + (" pingpong" if pingpong else ""))
 
 
 def run(q, k, v, causal, var, programs=None):
     import fa3_gluon as F
-    bn, st, pipe, persistent, stagger = (*var, False)[:5]
+    bn, st, pipe, persistent, stagger, pingpong = _fields(var)
     return F.attention(q, k, v, causal, block_n=bn, stages=st, pipe=pipe, persistent=persistent, programs=programs,
-                       stagger=stagger)
+                       stagger=stagger, pingpong=pingpong)
 
 
 def check() -> int:

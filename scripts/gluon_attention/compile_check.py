@@ -81,6 +81,10 @@ if __name__ == "__main__":
         for causal in (False, True):
             k = compile_one(D, bn, st, causal, pipe, 232, STAGGER=True)
             print(f"D={D} BN={bn} S={st} causal={causal} pipe={pipe} stagger: {ptxas_report(k.asm['ptx'])}")
+    for D, bn, st in ((128, 128, 2), (64, 128, 3), (128, 64, 3)):
+        for causal in (False, True):
+            k = compile_one(D, bn, st, causal, True, 232, PINGPONG=True)
+            print(f"D={D} BN={bn} S={st} causal={causal} pipe pingpong: {ptxas_report(k.asm['ptx'])}")
     for cap in (104, 128):  # two programs per SM at D = 64
         k = compile_one(64, 64, 2, False, True, 232, maxnreg=cap)
         print(f"D=64 BN=64 pipe maxnreg={cap}: smem {k.metadata.shared} {ptxas_report(k.asm['ptx'])}")

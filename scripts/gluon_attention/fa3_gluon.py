@@ -83,8 +83,8 @@ def _softmax_step(sc, m_i, l_i, q_pos, k_start, qk_scale, MASKED: gl.constexpr, 
 
 @gluon.jit
 def _plain_step(j, g, acc, m_i, l_i, q, k_smem, v_smem, k_ready, v_ready, kv_free, stagger, zero_s, q_pos, qk_scale,
-                LEAD: gl.constexpr, MASKED: gl.constexpr, s_layout: gl.constexpr, o_layout: gl.constexpr, p_layout: gl.constexpr,
-                BLOCK_N: gl.constexpr, STAGES: gl.constexpr):
+                LEAD: gl.constexpr, MASKED: gl.constexpr, s_layout: gl.constexpr, o_layout: gl.constexpr,
+                p_layout: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr):
     """Key block j of the tile (the ring's block g + j), each product waited for before the next step: the
     overlap comes from the other warpgroup."""
     st = (g + j) % STAGES
@@ -105,17 +105,33 @@ def _plain_step(j, g, acc, m_i, l_i, q, k_smem, v_smem, k_ready, v_ready, kv_fre
 
 
 @gluon.jit
-def _pipe_step(j, g, acc, pa, m_i, l_i, q, k_smem, v_smem, k_ready, v_ready, kv_free, stagger, zero_s, q_pos,
-               qk_scale, LEAD: gl.constexpr, MASKED: gl.constexpr, s_layout: gl.constexpr, o_layout: gl.constexpr, p_layout: gl.constexpr,
-               BLOCK_N: gl.constexpr, STAGES: gl.constexpr):
+def _take_turn(turn, k, C: gl.constexpr):
+    """Wait for this consumer's k-th turn: consumer 0 has the first (a fresh barrier passes parity 1 at once), and
+    each consumer's turn k follows the other's arrival after its own turn k - 1 (consumer 0) or k (consumer 1)."""
+    if C == 0:
+        mbarrier.wait(turn.index(0), (k & 1) ^ 1)
+    else:
+        mbarrier.wait(turn.index(1), k & 1)
+
+
+@gluon.jit
+def _pipe_step(j, g, acc, pa, m_i, l_i, q, k_smem, v_smem, k_ready, v_ready, kv_free, stagger, turn, tbase, zero_s,
+               q_pos, qk_scale, LEAD: gl.constexpr, MASKED: gl.constexpr, s_layout: gl.constexpr,
+               o_layout: gl.constexpr, p_layout: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
+               PINGPONG: gl.constexpr, C: gl.constexpr):
     """Block j's P V (``pa`` holds its probabilities) overlapped with block j+1's Q K^T and softmax (``MASKED``:
-    block j+1 crosses the diagonal). Returns block j+1's state with the accumulator already rescaled for it."""
+    block j+1 crosses the diagonal). Returns block j+1's state with the accumulator already rescaled for it.
+    ``PINGPONG``: the two consumers take turns issuing their pair of products (turn ``tbase + j`` of this program)."""
     st = (g + j) % STAGES
     st1 = (g + j + 1) % STAGES
     mbarrier.wait(k_ready.index(st1), ((g + j + 1) // STAGES) & 1)
+    if PINGPONG:
+        _take_turn(turn, tbase + j, C)
     s_tok = warpgroup_mma(q, k_smem.index(st1).permute((1, 0)), zero_s, use_acc=False, is_async=True)
     mbarrier.wait(v_ready.index(st), ((g + j) // STAGES) & 1)
     o_tok = warpgroup_mma(pa, v_smem.index(st), acc, is_async=True)
+    if PINGPONG:  # both products issued: the other consumer may issue its pair, which queues behind these
+        mbarrier.arrive(turn.index(1 - C), count=1)
     sc = warpgroup_mma_wait(1, deps=[s_tok])
     p, alpha, m_i, l_i = _softmax_step(sc, m_i, l_i, q_pos, (j + 1) * BLOCK_N, qk_scale, MASKED, s_layout, BLOCK_N)
     acc, pa = warpgroup_mma_wait(0, deps=[o_tok, pa])
@@ -127,10 +143,10 @@ def _pipe_step(j, g, acc, pa, m_i, l_i, q, k_smem, v_smem, k_ready, v_ready, kv_
 
 
 @gluon.jit
-def _consumer(o_ptr, lse_ptr, q_smem, k_smem, v_smem, q_bar, q_free, k_ready, v_ready, kv_free, stagger, n_m, BH, N,
-              qk_scale, C: gl.constexpr, HALF: gl.constexpr, BLOCK_N: gl.constexpr, HEAD_D: gl.constexpr,
+def _consumer(o_ptr, lse_ptr, q_smem, k_smem, v_smem, q_bar, q_free, k_ready, v_ready, kv_free, stagger, turn, n_m,
+              BH, N, qk_scale, C: gl.constexpr, HALF: gl.constexpr, BLOCK_N: gl.constexpr, HEAD_D: gl.constexpr,
               STAGES: gl.constexpr, CAUSAL: gl.constexpr, LPT: gl.constexpr, PIPE: gl.constexpr,
-              STAGGER: gl.constexpr):
+              STAGGER: gl.constexpr, PINGPONG: gl.constexpr):
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
                                                        instr_shape=[16, BLOCK_N, 16])
     o_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
@@ -179,12 +195,12 @@ def _consumer(o_ptr, lse_ptr, q_smem, k_smem, v_smem, q_bar, q_free, k_ready, v_
             pa = gl.convert_layout(p.to(gl.float16), p_layout)
             for j in range(0, n_full - 1):
                 acc, pa, m_i, l_i = _pipe_step(j, g, acc, pa, m_i, l_i, q, k_smem, v_smem, k_ready, v_ready,
-                                               kv_free, stagger, zero_s, q_pos, qk_scale, LEAD, False, s_layout, o_layout, p_layout,
-                                               BLOCK_N, STAGES)
+                                               kv_free, stagger, turn, g - i, zero_s, q_pos, qk_scale, LEAD, False,
+                                               s_layout, o_layout, p_layout, BLOCK_N, STAGES, PINGPONG, C)
             for j in range(gl.maximum(n_full - 1, 0), n_mine - 1):
                 acc, pa, m_i, l_i = _pipe_step(j, g, acc, pa, m_i, l_i, q, k_smem, v_smem, k_ready, v_ready,
-                                               kv_free, stagger, zero_s, q_pos, qk_scale, LEAD, True, s_layout, o_layout, p_layout,
-                                               BLOCK_N, STAGES)
+                                               kv_free, stagger, turn, g - i, zero_s, q_pos, qk_scale, LEAD, True,
+                                               s_layout, o_layout, p_layout, BLOCK_N, STAGES, PINGPONG, C)
             mbarrier.arrive(q_free.index(C), count=1)  # the tile's last Q K^T is done: the next tile's Q may land
             last = g + n_mine - 1
             mbarrier.wait(v_ready.index(last % STAGES), (last // STAGES) & 1)
@@ -197,13 +213,11 @@ def _consumer(o_ptr, lse_ptr, q_smem, k_smem, v_smem, q_bar, q_free, k_ready, v_
             for j in range(0, n_full):
                 acc, m_i, l_i = _plain_step(j, g, acc, m_i, l_i, q, k_smem, v_smem, k_ready, v_ready, kv_free,
                                             stagger, zero_s, q_pos, qk_scale, LEAD, False, s_layout, o_layout,
-                                            p_layout, BLOCK_N,
-                                            STAGES)
+                                            p_layout, BLOCK_N, STAGES)
             for j in range(n_full, n_mine):
                 acc, m_i, l_i = _plain_step(j, g, acc, m_i, l_i, q, k_smem, v_smem, k_ready, v_ready, kv_free,
                                             stagger, zero_s, q_pos, qk_scale, LEAD, True, s_layout, o_layout,
-                                            p_layout, BLOCK_N,
-                                            STAGES)
+                                            p_layout, BLOCK_N, STAGES)
             mbarrier.arrive(q_free.index(C), count=1)
         for j in range(n_mine, n_blocks):  # causal: blocks only the other half reads
             # wait for the block to land before freeing it: its landing proves the other half freed the stage's
@@ -211,6 +225,9 @@ def _consumer(o_ptr, lse_ptr, q_smem, k_smem, v_smem, q_bar, q_free, k_ready, v_
             # a stage still being read, or run the barrier two phases ahead of the loader's parity wait)
             mbarrier.wait(k_ready.index((g + j) % STAGES), ((g + j) // STAGES) & 1)
             mbarrier.arrive(kv_free.index((g + j) % STAGES), count=1)
+            if PINGPONG:  # keep the turns in step: each consumer takes n_blocks - 1 turns per tile
+                _take_turn(turn, g - i + j - 1, C)
+                mbarrier.arrive(turn.index(1 - C), count=1)
         g += n_blocks
         i += 1
 
@@ -228,7 +245,8 @@ def _consumer(o_ptr, lse_ptr, q_smem, k_smem, v_smem, q_bar, q_free, k_ready, v_
 @gluon.jit
 def attention_fwd_kernel(q_desc, k_desc, v_desc, o_ptr, lse_ptr, N, BH, qk_scale, HEAD_D: gl.constexpr,
                          BLOCK_N: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr, LPT: gl.constexpr,
-                         PIPE: gl.constexpr, CONSUMER_REGS: gl.constexpr, STAGGER: gl.constexpr = False):
+                         PIPE: gl.constexpr, CONSUMER_REGS: gl.constexpr, STAGGER: gl.constexpr = False,
+                         PINGPONG: gl.constexpr = False):
     HALF: gl.constexpr = 64
     n_m = N // 128
     q_smem = gl.allocate_shared_memory(gl.float16, [2, HALF, HEAD_D], q_desc.layout)
@@ -241,6 +259,9 @@ def attention_fwd_kernel(q_desc, k_desc, v_desc, o_ptr, lse_ptr, N, BH, qk_scale
     kv_free = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     stagger = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
     mbarrier.init(stagger, count=1)
+    turn = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+    mbarrier.init(turn.index(0), count=1)
+    mbarrier.init(turn.index(1), count=1)
     for c in gl.static_range(2):
         mbarrier.init(q_bar.index(c), count=1)
         mbarrier.init(q_free.index(c), count=1)
@@ -251,10 +272,12 @@ def attention_fwd_kernel(q_desc, k_desc, v_desc, o_ptr, lse_ptr, N, BH, qk_scale
     fence_async_shared()
 
     gl.warp_specialize([
-        (_consumer, (o_ptr, lse_ptr, q_smem, k_smem, v_smem, q_bar, q_free, k_ready, v_ready, kv_free, stagger, n_m, BH,
-                     N, qk_scale, 0, HALF, BLOCK_N, HEAD_D, STAGES, CAUSAL, LPT, PIPE, STAGGER)),
-        (_consumer, (o_ptr, lse_ptr, q_smem, k_smem, v_smem, q_bar, q_free, k_ready, v_ready, kv_free, stagger, n_m, BH,
-                     N, qk_scale, 1, HALF, BLOCK_N, HEAD_D, STAGES, CAUSAL, LPT, PIPE, STAGGER)),
+        (_consumer, (o_ptr, lse_ptr, q_smem, k_smem, v_smem, q_bar, q_free, k_ready, v_ready, kv_free, stagger, turn,
+                     n_m, BH, N, qk_scale, 0, HALF, BLOCK_N, HEAD_D, STAGES, CAUSAL, LPT, PIPE, STAGGER,
+                     PINGPONG)),
+        (_consumer, (o_ptr, lse_ptr, q_smem, k_smem, v_smem, q_bar, q_free, k_ready, v_ready, kv_free, stagger, turn,
+                     n_m, BH, N, qk_scale, 1, HALF, BLOCK_N, HEAD_D, STAGES, CAUSAL, LPT, PIPE, STAGGER,
+                     PINGPONG)),
         (_loader, (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bar, q_free, k_ready, v_ready, kv_free, n_m, BH,
                    N, HALF, BLOCK_N, HEAD_D, STAGES, CAUSAL, LPT)),
     ], [4, 1], [CONSUMER_REGS, 24])
@@ -264,7 +287,7 @@ _SMS = {}
 
 
 def attention(q, k, v, causal, block_n=128, stages=2, pipe=False, persistent=False, consumer_regs=232,
-              programs=None, maxnreg=None, stagger=False):
+              programs=None, maxnreg=None, stagger=False, pingpong=False):
     """(o, lse) for q, k, v of shape (B, H, N, D), fp16, contiguous; N a multiple of 128. ``persistent``: one
     program per SM walking the tiles (``programs``: that many instead, to test many tiles per program), else one
     program per tile. ``maxnreg``: a register cap, so that two programs share an SM."""
@@ -285,6 +308,7 @@ def attention(q, k, v, causal, block_n=128, stages=2, pipe=False, persistent=Fal
         tiles = min(tiles, programs or _SMS[dev])
     attention_fwd_kernel[(tiles,)](q_desc, k_desc, v_desc, o, lse, N, B * H, D ** -0.5 * LOG2E, HEAD_D=D,
                                    BLOCK_N=block_n, STAGES=stages, CAUSAL=causal, LPT=causal and N <= 2048,
-                                   PIPE=pipe, CONSUMER_REGS=consumer_regs, STAGGER=stagger, num_warps=4,
+                                   PIPE=pipe, CONSUMER_REGS=consumer_regs, STAGGER=stagger,
+                                   PINGPONG=pingpong and pipe, num_warps=4,
                                    **({"maxnreg": maxnreg} if maxnreg else {}))
     return o, lse
