@@ -92,6 +92,7 @@ def gpu_ab(out, quick, which, rounds):
     from triton.testing import do_bench
 
     from kernellab.compare import rel_error_on_device
+    from kernellab.sweeps import checked_candidates
     from kernellab.timing import interleaved
     ns, l04 = load()
     shapes = ATTN_SHAPES[::4] if quick else ATTN_SHAPES
@@ -102,19 +103,11 @@ def gpu_ab(out, quick, which, rounds):
         fns = {"cuDNN": lambda: attention_cudnn(q, k, v, causal),
                "lesson 04": lambda: l04["flash_attention"](q, k, v, causal),
                "solution": lambda: ns["tma_attention"](q, k, v, causal)}
-        errs, fails = {}, {}
-        for c in SETS[which]:
-            fn = ns["attention_variant"](*c)
-            try:
-                o, lse = fn(q, k, v, causal)
-                errs[name_of(c)] = max(rel_error_on_device(o, ref_o), (lse - ref_lse).abs().max().item())
-            except Exception as exc:  # out of shared memory or registers: recorded, not timed
-                fails[name_of(c)] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:160]}"
-                continue
-            if errs[name_of(c)] > 1e-2:
-                fails[name_of(c)] = f"output differs from the solution's: {errs[name_of(c)]:.2e}"
-                continue
-            fns[name_of(c)] = lambda fn=fn: fn(q, k, v, causal)
+        variants = {name_of(c): (lambda fn=ns["attention_variant"](*c): fn(q, k, v, causal)) for c in SETS[which]}
+        timed_variants, errs, fails = checked_candidates(
+            variants, lambda out: max(rel_error_on_device(out[0], ref_o), (out[1] - ref_lse).abs().max().item()),
+            "the solution's")
+        fns |= timed_variants
         timed = interleaved(fns, rounds, timer=lambda f: do_bench(f, warmup=10, rep=60, return_mode="median"))
         ms = {n: timed[n] for n in fns}
         fl = attention_flops(ATTN_B, ATTN_H, N, D, causal)

@@ -22,3 +22,25 @@ def test_a_sweep_scripts_cpu_check_passes(script):
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
     assert "CPU CHECK PASSED" in out.stdout
     assert "FAILED" not in out.stdout
+
+
+def test_candidates_are_timed_only_when_they_run_and_agree_with_the_reference():
+    # What the GPU A/B scripts (tma_attention_ab.py, gluon_attention/bench.py) time: a candidate that raises, or whose
+    # output is off, is reported with the reason and left out; the rest keep their callables, in order.
+    import torch
+
+    from kernellab.sweeps import checked_candidates
+
+    def oom():
+        raise RuntimeError("out of resource: shared memory\nmore detail")
+
+    def silent():
+        raise ValueError()
+
+    ref = torch.ones(4)
+    cands = {"good": lambda: ref + 1e-4, "off": lambda: ref * 2, "oom": oom, "silent": silent, "also": lambda: ref}
+    keep, errs, fails = checked_candidates(cands, lambda out: (out - ref).abs().max().item(), "the reference's")
+    assert list(keep) == ["good", "also"] and keep["good"] is cands["good"]
+    assert set(errs) == {"good", "off", "also"} and errs["off"] == 1.0
+    assert fails == {"off": "output differs from the reference's: 1.00e+00",
+                     "oom": "RuntimeError: out of resource: shared memory", "silent": "ValueError: "}

@@ -29,9 +29,9 @@ from .invoke import Refused
 # problem needs more, and a call that writes its output one torch call per element would run for minutes.
 MAX_EVENTS = 2000
 MAX_BUFFERS = 512
-TOO_MANY_STEPS = (f"The call did too many separate steps to grade (over {MAX_EVENTS} kernel launches, fill_/zero_ "
-                  f"calls and copies, or over {MAX_BUFFERS} buffers): write each element with a kernel, not one torch "
-                  "call at a time.")
+_STEPS = (f"too many separate steps to grade (over {MAX_EVENTS} kernel launches, fill_/zero_ calls and copies, or over "
+          f"{MAX_BUFFERS} buffers): write each element with a kernel, not one torch call at a time")
+TOO_MANY_STEPS = f"The call did {_STEPS}."
 
 
 # Buffers a record may name: the call's inputs, what it allocated, and (for a problem whose call may use PyTorch
@@ -129,7 +129,7 @@ class Recording:
         refuses anyway while the call burns its budget. The record keeps the refusal even if the learner's code
         catches the exception and goes on."""
         if len(self.events) >= MAX_EVENTS:  # the step is not taken: the mode raises before running it
-            self.refuse(TOO_MANY_STEPS[:1].lower() + TOO_MANY_STEPS[1:].rstrip("."))
+            self.refuse(f"it did {_STEPS}")
             raise Refused(TOO_MANY_STEPS)
         self.events.append(event)
 

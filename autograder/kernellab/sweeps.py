@@ -83,6 +83,25 @@ def time_contenders(fns: dict, inputs: list, nbytes: int | None = None, rounds: 
     return out
 
 
+def checked_candidates(candidates: dict, error, what: str, tol: float = 1e-2) -> tuple[dict, dict, dict]:
+    """Run each candidate (name -> fn()) once before a timing run and compare what it returns with a reference
+    (``error(out)``; ``what`` names the reference). Returns (name -> fn of those to time, name -> error of each that
+    ran, name -> why each other one is not timed): one that raises (out of shared memory or registers, say) or whose
+    error is over ``tol`` is recorded, not timed."""
+    keep, errs, fails = {}, {}, {}
+    for name, fn in candidates.items():
+        try:
+            errs[name] = error(fn())
+        except Exception as exc:
+            fails[name] = f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0][:160]}"
+            continue
+        if errs[name] > tol:
+            fails[name] = f"output differs from {what}: {errs[name]:.2e}"
+        else:
+            keep[name] = fn
+    return keep, errs, fails
+
+
 def matmul_sweep(fns: dict, sizes, rounds: int = 3) -> list[dict]:
     """TFLOP/s of each ``name -> fn(a, b)`` on fp16 matmuls, contenders interleaved. ``sizes``: square sizes N,
     or (M, N, K) shapes; each row has its ``shape`` label ("MxNxK"), and ``n`` for a square one."""

@@ -13,7 +13,6 @@ import json
 import os
 import pathlib
 import sys
-import time
 
 HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent.parent / "autograder"))
@@ -83,6 +82,7 @@ def bench_all(out, rounds, quick) -> int:
 
 
 def bench(out, rounds, shape) -> int:
+    """One shape of the grid (``shape``: its index in lesson 08's ATTN_SHAPES), written to gluon_attention_NN.json."""
     import torch
     import triton
     from triton.testing import do_bench
@@ -92,66 +92,53 @@ def bench(out, rounds, shape) -> int:
     from kernellab.lessons.l08_hopper.bench import ATTN_B, ATTN_H, ATTN_SHAPES
     from kernellab.lessons.l08_hopper.problems import attention_cudnn
     from kernellab.notebook_cells import load_solution
+    from kernellab.sweeps import checked_candidates
     from kernellab.timing import interleaved
     with contextlib.redirect_stdout(io.StringIO()):
         l08 = load_solution("08_hopper", ("tma_attention",))
-    shapes = [ATTN_SHAPES[shape]]
-    rows, t0 = [], time.time()
-    for D, N, causal in shapes:
-        q, k, v = qkv(torch.Generator("cuda").manual_seed(N + D), ATTN_B, ATTN_H, N, D, device="cuda")
-        ref_o = attention_cudnn(q, k, v, causal)
-        fns = {"cuDNN": lambda: attention_cudnn(q, k, v, causal),
-               "lesson 08": lambda: l08["tma_attention"](q, k, v, causal)}
-        errs, fails = {}, {}
-        for var in VARIANTS[D]:
-            name = name_of(D, var)
-            fn = (lambda var=var: run(q, k, v, causal, var))
-            try:
-                o, lse = fn()
-                errs[name] = rel_error_on_device(o, ref_o)
-            except Exception as exc:  # out of shared memory or registers: recorded, not timed
-                fails[name] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:160]}"
-                continue
-            if errs[name] > 1e-2:
-                fails[name] = f"output differs from cuDNN's: {errs[name]:.2e}"
-                continue
-            fns[name] = fn
-        timed = interleaved(fns, rounds, timer=lambda f: do_bench(f, warmup=10, rep=60, return_mode="median"))
-        ms = {n: timed[n] for n in fns}
-        fl = attention_flops(ATTN_B, ATTN_H, N, D, causal)
-        vs = {n: ms["cuDNN"] / t for n, t in ms.items() if n != "cuDNN"}
-        best = max(vs, key=vs.get)
-        rows.append({"D": D, "N": N, "causal": causal, "do_bench_ms": ms, "vs_cudnn": vs,
-                     "tflops": {n: fl / t / 1e9 for n, t in ms.items()}, "errors_vs_cudnn": errs, "failed": fails})
-        print(f"D={D} N={N} causal={causal}: cuDNN {fl / ms['cuDNN'] / 1e9:.0f} TFLOP/s; "
-              + "; ".join(f"{n} {x:.3f}x" for n, x in vs.items()) + f"; best {best}; failed {fails}"
-              f"  [{time.time() - t0:.0f} s]", flush=True)
-        json.dump({"device": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__,
-                   "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-                   "B": ATTN_B, "H": ATTN_H,
-                   "timer": f"triton.testing.do_bench median (warmup 10, rep 60 ms), median of {rounds} rounds",
-                   "rows": rows}, open(os.path.join(out, f"gluon_attention_{shape:02d}.json"), "w"), indent=1)
-        del q, k, v, ref_o, fns
-        torch.cuda.empty_cache()
+    D, N, causal = ATTN_SHAPES[shape]
+    q, k, v = qkv(torch.Generator("cuda").manual_seed(N + D), ATTN_B, ATTN_H, N, D, device="cuda")
+    ref_o = attention_cudnn(q, k, v, causal)
+    fns = {"cuDNN": lambda: attention_cudnn(q, k, v, causal),
+           "lesson 08": lambda: l08["tma_attention"](q, k, v, causal)}
+    gluon, errs, fails = checked_candidates({name_of(D, var): (lambda var=var: run(q, k, v, causal, var))
+                                             for var in VARIANTS[D]},
+                                            lambda out: rel_error_on_device(out[0], ref_o), "cuDNN's")
+    fns |= gluon
+    timed = interleaved(fns, rounds, timer=lambda f: do_bench(f, warmup=10, rep=60, return_mode="median"))
+    ms = {n: timed[n] for n in fns}
+    fl = attention_flops(ATTN_B, ATTN_H, N, D, causal)
+    vs = {n: ms["cuDNN"] / t for n, t in ms.items() if n != "cuDNN"}
+    row = {"D": D, "N": N, "causal": causal, "do_bench_ms": ms, "vs_cudnn": vs,
+           "tflops": {n: fl / t / 1e9 for n, t in ms.items()}, "errors_vs_cudnn": errs, "failed": fails}
+    print(f"D={D} N={N} causal={causal}: cuDNN {fl / ms['cuDNN'] / 1e9:.0f} TFLOP/s; "
+          + "; ".join(f"{n} {x:.3f}x" for n, x in vs.items()) + f"; best {max(vs, key=vs.get)}; failed {fails}",
+          flush=True)
+    json.dump({"device": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__,
+               "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+               "B": ATTN_B, "H": ATTN_H,
+               "timer": f"triton.testing.do_bench median (warmup 10, rep 60 ms), median of {rounds} rounds",
+               "rows": [row]}, open(os.path.join(out, f"gluon_attention_{shape:02d}.json"), "w"), indent=1)
     return 0
 
 
 def report(folder) -> int:
     """Each shape's row: cuDNN's TFLOP/s, then every candidate's time as a multiple of cuDNN's speed (above 1:
     faster), the best Gluon candidate in bold."""
+    from kernellab.report import md_table
     rows = [r for f in sorted(pathlib.Path(folder).glob("gluon_attention*.json")) for r in json.load(open(f))["rows"]]
     meta = json.load(open(sorted(pathlib.Path(folder).glob("gluon_attention*.json"))[0]))
     names = list(dict.fromkeys(n for r in rows for n in r["vs_cudnn"]))
     print(f"{meta['device']}, {meta['date']}, torch {meta['torch']}, triton {meta['triton']}; {meta['timer']}\n")
-    print("| D | N | causal | cuDNN TFLOP/s | " + " | ".join(names) + " | best Gluon |")
-    print("|---" * (len(names) + 5) + "|")
+    table = []
     for r in rows:
         vs = r["vs_cudnn"]
         gl = {n: x for n, x in vs.items() if n.startswith("gluon")}
-        best = max(gl, key=gl.get) if gl else None
-        cells = [(f"**{vs[n]:.3f}**" if n == best else f"{vs[n]:.3f}") if n in vs else "-" for n in names]
-        print(f"| {r['D']} | {r['N']} | {'yes' if r['causal'] else 'no'} | {r['tflops']['cuDNN']:.0f} | "
-              + " | ".join(cells) + f" | {gl[best]:.3f} |")
+        best = max(gl, key=gl.get)
+        table.append([r["D"], r["N"], "yes" if r["causal"] else "no", f"{r['tflops']['cuDNN']:.0f}"]
+                     + [(f"**{vs[n]:.3f}**" if n == best else f"{vs[n]:.3f}") if n in vs else "-" for n in names]
+                     + [f"{gl[best]:.3f}"])
+    print("\n".join(md_table(["D", "N", "causal", "cuDNN TFLOP/s", *names, "best Gluon"], table)))
     return 0
 
 

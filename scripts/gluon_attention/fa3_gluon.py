@@ -10,6 +10,8 @@ An experiment for issue 20 (`attn_fwd_vs_cudnn`), not course material: the cours
 whether the schedule Triton 3.6's compiler does not produce from lesson 08's kernel closes the gap to cuDNN.
 GPU only (sm_90): Gluon has no interpreter. Sequence lengths must be multiples of 128.
 """
+import functools
+
 import torch
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
@@ -283,14 +285,16 @@ def attention_fwd_kernel(q_desc, k_desc, v_desc, o_ptr, lse_ptr, N, BH, qk_scale
     ], [4, 1], [CONSUMER_REGS, 24])
 
 
-_SMS = {}
+@functools.lru_cache
+def _sms(device: int) -> int:
+    return torch.cuda.get_device_properties(device).multi_processor_count
 
 
 def attention(q, k, v, causal, block_n=128, stages=2, pipe=False, persistent=False, consumer_regs=232,
-              programs=None, maxnreg=None, stagger=False, pingpong=False):
+              programs=None, stagger=False, pingpong=False):
     """(o, lse) for q, k, v of shape (B, H, N, D), fp16, contiguous; N a multiple of 128. ``persistent``: one
     program per SM walking the tiles (``programs``: that many instead, to test many tiles per program), else one
-    program per tile. ``maxnreg``: a register cap, so that two programs share an SM."""
+    program per tile."""
     B, H, N, D = q.shape
     assert N % 128 == 0 and q.dtype == torch.float16 and D in (64, 128)
     o = torch.empty_like(q)
@@ -302,13 +306,9 @@ def attention(q, k, v, causal, block_n=128, stages=2, pipe=False, persistent=Fal
     v_desc = TensorDescriptor.from_tensor(v2, [block_n, D], kv_layout)
     tiles = N // 128 * B * H
     if persistent:
-        dev = q.device.index or 0
-        if dev not in _SMS:
-            _SMS[dev] = torch.cuda.get_device_properties(dev).multi_processor_count
-        tiles = min(tiles, programs or _SMS[dev])
+        tiles = min(tiles, programs or _sms(q.device.index or 0))
     attention_fwd_kernel[(tiles,)](q_desc, k_desc, v_desc, o, lse, N, B * H, D ** -0.5 * LOG2E, HEAD_D=D,
                                    BLOCK_N=block_n, STAGES=stages, CAUSAL=causal, LPT=causal and N <= 2048,
                                    PIPE=pipe, CONSUMER_REGS=consumer_regs, STAGGER=stagger,
-                                   PINGPONG=pingpong and pipe, num_warps=4,
-                                   **({"maxnreg": maxnreg} if maxnreg else {}))
+                                   PINGPONG=pingpong and pipe, num_warps=4)
     return o, lse
