@@ -89,34 +89,26 @@ def gpu_ab(out, quick, which, rounds):
     from kernellab.lessons.attention import attention_flops, qkv
     from kernellab.lessons.l08_hopper.bench import ATTN_B, ATTN_H, ATTN_SHAPES
     from kernellab.lessons.l08_hopper.problems import attention_cudnn
-    from triton.testing import do_bench
-
     from kernellab.compare import rel_error_on_device
-    from kernellab.sweeps import checked_candidates
-    from kernellab.timing import interleaved
+    from kernellab.sweeps import ab_row
     ns, l04 = load()
     shapes = ATTN_SHAPES[::4] if quick else ATTN_SHAPES
     rows, t0 = [], time.time()
     for D, N, causal in shapes:
         q, k, v = qkv(torch.Generator("cuda").manual_seed(N + D), ATTN_B, ATTN_H, N, D, device="cuda")
         ref_o, ref_lse = ns["tma_attention"](q, k, v, causal)
-        fns = {"cuDNN": lambda: attention_cudnn(q, k, v, causal),
-               "lesson 04": lambda: l04["flash_attention"](q, k, v, causal),
-               "solution": lambda: ns["tma_attention"](q, k, v, causal)}
+        fixed = {"cuDNN": lambda: attention_cudnn(q, k, v, causal),
+                 "lesson 04": lambda: l04["flash_attention"](q, k, v, causal),
+                 "solution": lambda: ns["tma_attention"](q, k, v, causal)}
         variants = {name_of(c): (lambda fn=ns["attention_variant"](*c): fn(q, k, v, causal)) for c in SETS[which]}
-        timed_variants, errs, fails = checked_candidates(
-            variants, lambda out: max(rel_error_on_device(out[0], ref_o), (out[1] - ref_lse).abs().max().item()),
-            "the solution's")
-        fns |= timed_variants
-        timed = interleaved(fns, rounds, timer=lambda f: do_bench(f, warmup=10, rep=60, return_mode="median"))
-        ms = {n: timed[n] for n in fns}
         fl = attention_flops(ATTN_B, ATTN_H, N, D, causal)
-        vs = {n: ms["cuDNN"] / t for n, t in ms.items() if n != "cuDNN"}
+        row = ab_row(fixed, variants,
+                     lambda out: max(rel_error_on_device(out[0], ref_o), (out[1] - ref_lse).abs().max().item()),
+                     "the solution's", fl, rounds)
+        rows.append({"D": D, "N": N, "causal": causal} | row)
+        vs, fails = row["vs_cudnn"], row["failed"]
         best = max(vs, key=vs.get)
-        rows.append({"D": D, "N": N, "causal": causal, "do_bench_ms": ms,
-                     "rounds_ms": {n: timed[f"{n}_all"] for n in fns}, "vs_cudnn": vs,
-                     "tflops": {n: fl / t / 1e9 for n, t in ms.items()}, "errors": errs, "failed": fails})
-        print(f"D={D} N={N} causal={causal}: cuDNN {fl / ms['cuDNN'] / 1e9:.0f} TFLOP/s; solution "
+        print(f"D={D} N={N} causal={causal}: cuDNN {row['tflops']['cuDNN']:.0f} TFLOP/s; solution "
               f"{vs['solution']:.3f}x; best {best} {vs[best]:.3f}x; failed {len(fails)}  [{time.time() - t0:.0f} s]",
               flush=True)
         json.dump({"device": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__,
@@ -124,7 +116,7 @@ def gpu_ab(out, quick, which, rounds):
                    "B": ATTN_B, "H": ATTN_H, "set": which, "candidates": [name_of(c) for c in SETS[which]],
                    "timer": f"triton.testing.do_bench median (warmup 10, rep 60 ms), median of {rounds} rounds",
                    "rows": rows}, open(os.path.join(out, f"tma_attention_ab_{which}.json"), "w"), indent=1)  # every shape
-        del q, k, v, ref_o, ref_lse, fns
+        del q, k, v, ref_o, ref_lse, fixed
         torch.cuda.empty_cache()
 
 

@@ -102,6 +102,25 @@ def checked_candidates(candidates: dict, error, what: str, tol: float = 1e-2) ->
     return keep, errs, fails
 
 
+def ab_row(fixed: dict, candidates: dict, error, what: str, flops: float, rounds: int,
+           baseline: str = "cuDNN") -> dict:
+    """One shape of a GPU A/B: the ``candidates`` (name -> fn()) checked against a reference first
+    (``checked_candidates``), then they and the ``fixed`` contenders (``baseline`` among them) timed by
+    ``triton.testing.do_bench`` medians (warmup 10, rep 60 ms), interleaved over ``rounds``. The row: each one's
+    median and rounds (ms), its TFLOP/s for ``flops`` per call, ``vs_<baseline>`` (the baseline's time over its own:
+    above 1 is faster), and the candidates' errors and failures."""
+    from triton.testing import do_bench
+
+    from .timing import interleaved
+    kept, errs, fails = checked_candidates(candidates, error, what)
+    fns = fixed | kept
+    timed = interleaved(fns, rounds, timer=lambda f: do_bench(f, warmup=10, rep=60, return_mode="median"))
+    ms = {n: timed[n] for n in fns}
+    return {"do_bench_ms": ms, "rounds_ms": {n: timed[f"{n}_all"] for n in fns},
+            f"vs_{baseline.lower()}": {n: ms[baseline] / t for n, t in ms.items() if n != baseline},
+            "tflops": {n: flops / t / 1e9 for n, t in ms.items()}, "errors": errs, "failed": fails}
+
+
 def matmul_sweep(fns: dict, sizes, rounds: int = 3) -> list[dict]:
     """TFLOP/s of each ``name -> fn(a, b)`` on fp16 matmuls, contenders interleaved. ``sizes``: square sizes N,
     or (M, N, K) shapes; each row has its ``shape`` label ("MxNxK"), and ``n`` for a square one."""
