@@ -1,9 +1,8 @@
 """Where do the online softmax's exponentials run? Lessons 04 and 08's attention forward with part or all of them
-moved from the special-function unit (MUFU) to the FMA pipe, or done two at a time in fp16
-(`scripts/exp_offload/exp2_cell.py` says why and what each mode is), against the solutions and SDPA's cuDNN backend
-on lesson 04's grid (B=4, H=32, N in {1k, 4k, 16k}, D in {64, 128}, causal and not). Every variant is the solution's
-own cell with its one `tl.math.exp2` of the scores swapped, so nothing else differs; each is compared with the
-solution's output before it is timed.
+moved from the special-function unit (MUFU) to the FMA pipe (`scripts/exp_offload/exp2_cell.py` says why and what
+each mode is), against the solutions and SDPA's cuDNN backend on lesson 04's grid (B=4, H=32, N in {1k, 4k, 16k},
+D in {64, 128}, causal and not). Every variant is the solution's own cell with its one `tl.math.exp2` of the scores
+swapped, so nothing else differs; each is compared with the solution's output before it is timed.
 
     python3 scripts/exp_offload_ab.py [--rounds 3] [--out DIR] [--quick]   # on a GPU (sm_90 for lesson 08)
     python3 scripts/exp_offload_ab.py --cpu-check                        # each mode in the interpreter vs float64
@@ -115,10 +114,11 @@ def gpu_ab(out: str, quick: bool, rounds: int) -> int:
     from kernellab.sweeps import ab_row
     hopper = torch.cuda.get_device_capability() >= (9, 0)
     lessons = [name for name in LESSONS if hopper or name == "lesson 04"]
-    spaces = {name: load(name, None) for name in lessons}
-    spaces |= {f"{name} m{mode}": load(name, mode) for name in lessons for mode in MODES}
-    solutions = {name: spaces[name][LESSONS[name][2]] for name in lessons}
-    variants = {n: ns[LESSONS[n[:9]][2]] for n, ns in spaces.items() if n not in lessons}
+    spaces = {(name, mode): load(name, mode) for name in lessons for mode in (None, *MODES)}
+    label = {key: key[0] if key[1] is None else f"{key[0]} m{key[1]}" for key in spaces}
+    attn = {key: ns[LESSONS[key[0]][2]] for key, ns in spaces.items()}
+    solutions = {label[key]: f for key, f in attn.items() if key[1] is None}
+    variants = {label[key]: f for key, f in attn.items() if key[1] is not None}
     shapes = ATTN_SHAPES[::4] if quick else ATTN_SHAPES
     rows, t0 = [], time.time()
     for D, N, causal in shapes:
@@ -140,8 +140,8 @@ def gpu_ab(out: str, quick: bool, rounds: int) -> int:
                    "B": ATTN_B, "H": ATTN_H, "rounds": rounds,
                    "timer": f"triton.testing.do_bench median (warmup 10, rep 60 ms), median of {rounds} rounds",
                    "rows": rows, "lesson04_configs": {  # what lesson 04's autotuner chose, per (N, D, causal)
-                       n: {str(key): str(cfg) for key, cfg in ns["flash_fwd_kernel"].cache.items()}
-                       for n, ns in spaces.items() if n.startswith("lesson 04")}},
+                       label[key]: {str(k): str(cfg) for k, cfg in ns["flash_fwd_kernel"].cache.items()}
+                       for key, ns in spaces.items() if key[0] == "lesson 04"}},
                   open(os.path.join(out, "exp_offload_ab.json"), "w"), indent=1)
         del q, k, v, ref_o, ref_lse, fixed
         torch.cuda.empty_cache()
