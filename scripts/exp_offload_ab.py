@@ -21,15 +21,14 @@ import time
 HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "autograder"))
 SCORE_EXP = "p = tl.math.exp2(s * qk_scale - m_new[:, None])"
-LESSONS = {"lesson 04": ("04_flash_attention", "flash_attention_code", "flash_attention"),
-           "lesson 08": ("08_hopper", "attention_code", "tma_attention")}
+LESSONS = {"lesson 04": ("04_flash_attention", "flash_attention"), "lesson 08": ("08_hopper", "tma_attention")}
 MODES = (1, 2, 3)
 
 
 def load(lesson: str, mode: int | None) -> dict:
     """The lesson's solution namespace; with ``mode``, its attention cell with the scores' exponential swapped."""
     from kernellab.notebook_cells import load_solution
-    nb_id, cell, fn = LESSONS[lesson]
+    nb_id, fn = LESSONS[lesson]
     if mode is None:
         with contextlib.redirect_stdout(io.StringIO()):
             return load_solution(nb_id, (fn,))
@@ -47,25 +46,25 @@ def load(lesson: str, mode: int | None) -> dict:
     return ns
 
 
+_FMA_CHECK = """
+@triton.jit
+def exp2_fma_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(y_ptr + i, exp2_fma(tl.load(x_ptr + i, mask=i < n)), mask=i < n)
+"""
+
+
 def exp2_fma_error() -> float:
     """exp2_fma's worst relative error against 2^x over a dense grid of x in [-30, 0]; -inf must give (almost) 0."""
     import torch
     import triton
-    import triton.language as tl
 
-    ns = {"triton": triton, "tl": tl}
-    path = HERE / "exp_offload" / "exp2_cell.py"
-    exec(compile(path.read_text(), str(path), "exec"), ns)
-
-    @triton.jit
-    def run(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
-        i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-        tl.store(y_ptr + i, exp2_fma(tl.load(x_ptr + i, mask=i < n)), mask=i < n)
-
-    run.fn.__globals__["exp2_fma"] = ns["exp2_fma"]
+    from kernellab.notebook_cells import exec_cells, new_namespace
+    ns = new_namespace()
+    exec_cells([(HERE / "exp_offload" / "exp2_cell.py").read_text(), _FMA_CHECK], ns, tag="exp2-fma")
     x = torch.cat([torch.linspace(-30, 0, 60001), torch.tensor([-float("inf")])])
     y = torch.empty_like(x)
-    run[(triton.cdiv(x.numel(), 1024),)](x, y, x.numel(), BLOCK=1024)
+    ns["exp2_fma_kernel"][(triton.cdiv(x.numel(), 1024),)](x, y, x.numel(), BLOCK=1024)
     assert 0 <= y[-1].item() <= 2.0 ** -125
     ref = torch.exp2(x[:-1].double())
     return ((y[:-1].double() - ref).abs() / ref).max().item()
@@ -86,7 +85,7 @@ def cpu_check() -> int:
         return 1
     cases = [(1, 1, 50, 32, False), (1, 2, 37, 16, True), (2, 1, 64, 16, True)]
     worst = 0.0
-    for lesson, (_, _, fn) in LESSONS.items():
+    for lesson, (_, fn) in LESSONS.items():
         for mode in MODES:
             attn = load(lesson, mode)[fn]
             for B, H, N, D, causal in cases:
@@ -116,7 +115,7 @@ def gpu_ab(out: str, quick: bool, rounds: int) -> int:
     lessons = [name for name in LESSONS if hopper or name == "lesson 04"]
     spaces = {(name, mode): load(name, mode) for name in lessons for mode in (None, *MODES)}
     label = {key: key[0] if key[1] is None else f"{key[0]} m{key[1]}" for key in spaces}
-    attn = {key: ns[LESSONS[key[0]][2]] for key, ns in spaces.items()}
+    attn = {key: ns[LESSONS[key[0]][1]] for key, ns in spaces.items()}
     solutions = {label[key]: f for key, f in attn.items() if key[1] is None}
     variants = {label[key]: f for key, f in attn.items() if key[1] is not None}
     shapes = ATTN_SHAPES[::4] if quick else ATTN_SHAPES
@@ -161,8 +160,8 @@ def report(path: str) -> int:
     spread = max((max(v) - min(v)) / min(v) for r in rows for v in r["rounds_ms"].values())
     print(f"\nLargest spread of one candidate's rounds at one shape: {100 * spread:.1f} %")
     fails = sorted({f"{n}: {why}" for r in rows for n, why in r["failed"].items()})
-    errs = {n: max(r["errors"][n] for r in rows if n in r["errors"]) for n in names if n.startswith("lesson")
-            and any(n in r["errors"] for r in rows)}
+    errs = {n: max(r["errors"][n] for r in rows if n in r["errors"]) for n in names
+            if any(n in r["errors"] for r in rows)}
     print("\nWorst difference from lesson 04's solution (O relative, LSE absolute): "
           + ", ".join(f"{n} {e:.1e}" for n, e in errs.items()))
     if fails:

@@ -4,8 +4,8 @@
 # scores needs 16384 of them (~1000 clocks) while its two products at D = 64 take ~1000 clocks of tensor-core
 # time, so the exponentials can bound the loop. The FMA pipe does 128 fused multiply-adds per clock: a cubic
 # for 2^f plus an exponent add costs ~9 of its instructions, so moving part of the exponentials there can
-# shorten the softmax if the MUFU, not issue, is the bottleneck. The modes:
-#   0 - every exponential on the MUFU (the solutions);
+# shorten the softmax if the MUFU, not issue, is the bottleneck (measured on an H100: it is not, every mode was
+# slower; assets/bench/exp_offload.md). The modes (the solutions themselves keep every exponential on the MUFU):
 #   1 - half of them on the FMA pipe (each thread's pairs of neighbouring columns, split without data movement);
 #   2 - all of them on the FMA pipe;
 #   3 - a quarter of them on the FMA pipe.
@@ -49,9 +49,7 @@ def _unhalves(a, b):
 
 @triton.jit
 def softmax_exp2(x, MODE: tl.constexpr):
-    if MODE == 0:
-        p = tl.math.exp2(x)
-    elif MODE == 1:
+    if MODE == 1:
         a, b = _pairs(x)
         p = _unpairs(tl.math.exp2(a), exp2_fma(b))
     elif MODE == 2:
