@@ -1,5 +1,5 @@
 # nbgrader configuration for KernelLab. Run nbgrader from this folder (autograder/):
-# source = ../solutions, release = ../notebooks; see kernellab/grading/nbgrader_plugin.py.
+# source = ../solutions, release = ../notebooks; see kernellab/grading/instructor/nbgrader_plugin.py.
 # The course's preprocessors are named by import path, not imported here: importing kernellab imports torch, and
 # generate_assignment, feedback, export and zip_collect need neither (1.6 s of each command's start).
 import os
@@ -8,7 +8,7 @@ import sys
 here = os.path.dirname(os.path.realpath(__file__))
 root = os.path.dirname(here)
 sys.path.insert(0, here)  # import kernellab from this checkout even when it is not installed
-plugin = "kernellab.grading.nbgrader_plugin"
+plugin = "kernellab.grading.instructor.nbgrader_plugin"
 
 c = get_config()  # noqa: F821 - provided by traitlets
 c.CourseDirectory.root = root
@@ -31,7 +31,7 @@ c.OverwriteCells.add_missing_cells = True
 c.ClearSolutions.code_stub = {"python": 'raise NotImplementedError("write your code here")'}
 c.ClearSolutions.text_stub = "YOUR ANSWER HERE"
 # nbgrader's own sanitizing steps, after one that gives every cell this nbgrader's schema version: another one in a
-# single submission stopped the whole autograde run (grading/nbgrader_plugin.py, OneSchemaVersion); and before
+# single submission stopped the whole autograde run (grading/instructor/nbgrader_plugin.py, OneSchemaVersion); and before
 # OverwriteCells restores the locked cells, the learner's markdown made inert HTML (InertMarkdown): the formgrader
 # renders it unsanitized in the instructor's session.
 c.Autograde.sanitize_preprocessors = [

@@ -1,7 +1,7 @@
 """Process checks the tests share: is a pid still running, and wait for it to go."""
 import time
 
-from kernellab.grading.pause import run_state
+from kernellab.grading.classroom.pause import run_state
 
 
 def alive(pid: int) -> bool:

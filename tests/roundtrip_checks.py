@@ -1,6 +1,6 @@
 """What every lesson's round trip starts from and asserts about the solution and the blank release."""
-from kernellab.grading import submissions as S
-from kernellab.grading.dryrun import Course
+from kernellab.grading.instructor import submissions as S
+from kernellab.grading.instructor.dryrun import Course
 
 
 def new_course(tmp_path_factory, lesson: str):

@@ -1,6 +1,6 @@
 """Learner-side integrity: the notebook's checks and the grade of record agree on the solution (here on the
 CPU, lesson 01; on a GPU for every lesson: assets/gpu/agreement_h200.md), and the comparison can fail."""
-from kernellab.grading.agreement import compare, write
+from kernellab.grading.instructor.agreement import compare, write
 
 LESSON = "01_roofline_vector_add"
 
@@ -25,7 +25,7 @@ def test_compare_finds_a_disagreement_and_a_check_that_never_ran():
 
 
 def test_lesson01_solution_checks_agree_with_the_grade_of_record(tmp_path, monkeypatch):
-    from kernellab.grading.agreement import agree
+    from kernellab.grading.instructor.agreement import agree
     from test_notebooks import _kernel_env
     for k, v in _kernel_env().items():
         monkeypatch.setenv(k, v)
@@ -41,7 +41,7 @@ def test_lesson01_solution_checks_agree_with_the_grade_of_record(tmp_path, monke
 def test_runs_on_one_gpu_model_merge_into_one_report(tmp_path):
     import json
 
-    from kernellab.grading.agreement import merge
+    from kernellab.grading.instructor.agreement import merge
     header = ["- GPU: **X**", "- torch", "- date: 2026-01-01 00:00 UTC", "- fingerprint"]
     row = {"lesson": LESSON, "problem": "add_correct", "points": 4, "learner": 1.0, "record": 1.0,
            "learner_value": None, "record_value": None, "state": "agree", "why": "ok"}

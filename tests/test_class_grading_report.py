@@ -1,11 +1,11 @@
-"""scripts/class_grading.py's bookkeeping, on made-up records: which grading processes held a GPU while another
+"""autograder/benchmarks/class_grading.py's bookkeeping, on made-up records: which grading processes held a GPU while another
 timed on it (the GPU run's proof that timing was never shared), and the speed-under-load table."""
 import importlib.util
 import json
 import pathlib
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-spec = importlib.util.spec_from_file_location("class_grading", ROOT / "scripts" / "class_grading.py")
+spec = importlib.util.spec_from_file_location("class_grading", ROOT / "autograder" / "benchmarks" / "class_grading.py")
 CG = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(CG)
 
@@ -26,7 +26,7 @@ def test_holds_beside_a_timing_are_counted_per_node_and_gpu(tmp_path):
     _record(tmp_path, "d", "untimed", gpu_slot=0, holds=[[1.5, 2.5, False]])  # beside the timing: counted
     _record(tmp_path, "e", "untimed", node="other", gpu_slot=0, holds=[[1.5, 2.5, False]])  # another node's GPU 0
     assert CG.timing_overlaps(tmp_path) == (1, 1)
-    # Paused for the timing (grading/pause.py): beside it only while not paused, so not counted
+    # Paused for the timing (grading/classroom/pause.py): beside it only while not paused, so not counted
     _record(tmp_path, "f", "untimed", gpu_slot=0, holds=[[0.8, 3.0, False]], paused=[[0.9, 2.1]])
     assert CG.timing_overlaps(tmp_path) == (1, 1)
     _record(tmp_path, "g", "untimed", gpu_slot=0, holds=[[0.8, 3.0, False]], paused=[[1.2, 2.1]])  # paused too late
@@ -225,7 +225,7 @@ def test_what_bounds_a_part_and_how_far_its_processes_would_have_to_fall(tmp_pat
 
 
 def test_gpu_busy_is_kept_per_gpu():
-    from kernellab.grading.gpu_usage import GpuUsage
+    from kernellab.grading.classroom.gpu_usage import GpuUsage
     u = GpuUsage(gpus=[0, "1"])
     assert u.gpus == ["0", "1"]
     u.samples = {1: [10.0, 30.0], 0: [5.0]}
@@ -235,7 +235,7 @@ def test_gpu_busy_is_kept_per_gpu():
 def test_gpu_busy_is_set_against_who_held_the_gpu(tmp_path):
     """Each busy sample, at the middle of the second it covers, counted as taken while its GPU was held alone,
     held only shared, or not held; the queue's slots mapped to the GPUs sampled (slot 1 is GPU 5 here)."""
-    from kernellab.grading.gpu_usage import GpuUsage
+    from kernellab.grading.classroom.gpu_usage import GpuUsage
     u = GpuUsage(interval_s=1.0)
     u.samples, u.times = {5: [80.0, 10.0]}, {5: [101.0, 104.0]}
     assert u.series() == {"5": [[100.5, 80.0], [103.5, 10.0]]}
@@ -267,7 +267,7 @@ def test_gpu_timeline_counts_overlapping_holds_once(tmp_path):
 
 def test_the_report_reads_a_jobs_processes_as_the_grader_writes_them():
     # The report keeps its own copy (it runs without torch); the grade of record's is the one records follow.
-    from kernellab.grading import harness
+    from kernellab.grading.judge import harness
     assert CG.PROCESSES == harness.PROCESSES
     record = {"holds": [[0, 1, False]], "judge_holds": [[1, 2, True]]}
     assert CG.each_process(record, "holds") == harness.each_process(record, "holds") == [[[0, 1, False]],

@@ -19,12 +19,14 @@ import types
 
 import pytest
 
-from kernellab.grading import classqueue, harness, term
+from kernellab.grading.classroom import classqueue
+from kernellab.grading.judge import harness
+from kernellab.grading.instructor import term
 from kernellab.grading import corpus as C
-from kernellab.grading import submissions as S
-from kernellab.grading.secret import course_secret
-from kernellab.grading.slots import GpuSlots
-from kernellab.grading.store import Store, notebook_hash, secret_fingerprint
+from kernellab.grading.instructor import submissions as S
+from kernellab.grading.judge.secret import course_secret
+from kernellab.grading.classroom.slots import GpuSlots
+from kernellab.grading.judge.store import Store, notebook_hash, secret_fingerprint
 from kernellab.lessons import problems_of
 from kernellab.paths import package_root
 from roundtrip_checks import new_course
@@ -72,7 +74,7 @@ def _grading_processes(ray_too: bool = True) -> list[str]:
     graders = {str(os.getpid())} | ray
     found = [live[pid][:160] for pid in ray] if ray_too else []
     for cmd in live.values():
-        if any(k in cmd for k in ("kernellab.grading.child", "kernellab.grading.judge", "kernellab/grading/zygote.py")) \
+        if any(k in cmd for k in ("kernellab.grading.worker.child", "kernellab.grading.judge.judge", "kernellab/grading/processes/zygote.py")) \
                 and graders & set(cmd.split()):
             found.append(cmd[:160])
     return found
@@ -156,7 +158,7 @@ def rayed(klass, tmp_path_factory):
     """The same class on a local Ray cluster of this machine, with two fake GPUs (a grader each). The cluster is
     started once here (grade_class then joins it, and leaves it up), stopped at the end."""
     ray = pytest.importorskip("ray")
-    from kernellab.grading.cluster import RayGrader, connect
+    from kernellab.grading.classroom.cluster import RayGrader, connect
     course, _, _ = klass
     tmp = tmp_path_factory.mktemp("ray")
     # The cluster's processes get a temporary folder of their own (short: Ray keeps its sockets there), so what
@@ -289,7 +291,7 @@ def test_store_keys_ignore_outputs_and_never_hold_the_secret(klass, queued):
     assert secret.decode() not in text and secret_fingerprint(secret) in text
     assert not list((course.ag / "grading_store").rglob(".tmp-*"))
     # Results graded by other grading code are not reused: the code's hash is part of every key.
-    from kernellab.grading import store as store_module
+    from kernellab.grading.judge import store as store_module
     key = store_module.Store.key(L, "solution", h, "fp", "add_correct")
     assert key["grader"] == store_module.grader_version() and len(key["grader"]) == 16
 
@@ -333,7 +335,7 @@ def test_term_autograde_fills_the_gradebook_from_the_store_alone(tmp_path_factor
 
 
 def test_gpu_slots_time_alone_and_share_otherwise():
-    """The rule of grading/slots.py with stand-in processes on two GPUs: untimed holds share a GPU, a timed
+    """The rule of grading/classroom/slots.py with stand-in processes on two GPUs: untimed holds share a GPU, a timed
     hold has its GPU to itself (while the other GPU keeps working), and a waiting timed hold is not starved."""
     slots = GpuSlots(2, visible=["3", "5"])
     lock, active, seen, envs = threading.Lock(), {0: [0, 0], 1: [0, 0]}, [], set()
@@ -515,7 +517,7 @@ def test_a_job_out_of_memory_beside_others_is_graded_again_with_its_gpu_alone(tm
     alone = classqueue.grade_class(tmp_path, L, jobs=1, progress=False, force=True, only=["add_correct"])
     assert alone["regraded_alone"] == [] and "out of memory" in alone["results"]["b"]["add_correct"][2]
     assert len(calls) == 3
-    from kernellab.grading.slots import grade_again_alone, out_of_memory, timed_short_of_memory
+    from kernellab.grading.classroom.slots import grade_again_alone, out_of_memory, timed_short_of_memory
     assert out_of_memory("RuntimeError: CUDA error: out of memory") and not out_of_memory("ok")
     assert timed_short_of_memory({"baseline_alloc_retries": 2}) and not timed_short_of_memory({"alloc_retries": 0})
     assert grade_again_alone("The process running your code died (exit code 1) while running it")
@@ -526,7 +528,7 @@ def test_ray_places_jobs_on_its_graders_as_the_queue_places_them_on_gpus():
     """RayGrader.grade with stand-in graders: a job goes to the grader with the fewest jobs in progress, a speed
     problem to the one with the fewest speed problems first; each grader's own rule (a GpuSlots of its GPU, the
     queue's, graded again alone after running out of memory beside others) is the queue's, tested there."""
-    from kernellab.grading.cluster import RayGrader
+    from kernellab.grading.classroom.cluster import RayGrader
     got = []
 
     class Grader:
@@ -544,16 +546,16 @@ def test_ray_places_jobs_on_its_graders_as_the_queue_places_them_on_gpus():
     assert g._jobs == [3, 1] and g._timed == [0, 1]  # each job gave its place back
 
 def test_timing_cores_are_kept_per_gpu_where_cores_spare():
-    """grading/cores.py: two cores per GPU for its timed process, the highest-numbered, and the untimed processes
+    """grading/classroom/cores.py: two cores per GPU for its timed process, the highest-numbered, and the untimed processes
     on the rest; nothing kept where fewer than four cores would be left."""
-    from kernellab.grading.cores import timing_cores, untimed_cores
+    from kernellab.grading.classroom.cores import timing_cores, untimed_cores
     sixteen = set(range(16))
     assert timing_cores(0, 1, sixteen) == {14, 15} and untimed_cores(1, sixteen) == set(range(14))
     assert (timing_cores(0, 2, sixteen), timing_cores(1, 2, sixteen)) == ({14, 15}, {12, 13})
     assert untimed_cores(2, sixteen) == set(range(12))
     assert timing_cores(0, 1, {0, 1, 2, 3, 4}) == set() and untimed_cores(1, {0, 1, 2, 3, 4}) == {0, 1, 2, 3, 4}
     assert timing_cores(0, 1, {3, 5, 8, 9, 11, 20}) == {11, 20}  # the cores this process may use, not 0..n-1
-    import kernellab.grading.cores as cores_mod
+    import kernellab.grading.classroom.cores as cores_mod
     saved, cores_mod.TIMING_CORES = cores_mod.TIMING_CORES, 0  # KERNELLAB_TIMING_CORES=0: none kept
     try:
         assert timing_cores(0, 1, sixteen) == set() and untimed_cores(1, sixteen) == sixteen
@@ -563,9 +565,9 @@ def test_timing_cores_are_kept_per_gpu_where_cores_spare():
 
 def _stand_in(tmp_path, monkeypatch, name: str, source: str):
     """A stand-in grading process ``standin.NAME`` (started fresh: it is not the zygote's module), an empty job
-    folder tmp_path/job, and one core kept for timing on this machine. Returns grading/cores.py."""
-    from kernellab.grading import cores as cores_mod
-    from kernellab.grading import zygote
+    folder tmp_path/job, and one core kept for timing on this machine. Returns grading/classroom/cores.py."""
+    from kernellab.grading.classroom import cores as cores_mod
+    from kernellab.grading.processes import zygote
     monkeypatch.setattr(cores_mod, "TIMING_CORES", 1)
     monkeypatch.setattr(cores_mod, "SPARE_CORES", 1)
     pkg = tmp_path / "standin"
@@ -583,7 +585,7 @@ import os, pathlib, sys, time
 job = pathlib.Path(sys.argv[1])
 time.sleep(0.5)  # the parent pins a child just after starting it
 start = sorted(os.sched_getaffinity(0))
-from kernellab.grading.slots import ask_for_gpu_alone
+from kernellab.grading.classroom.slots import ask_for_gpu_alone
 ask_for_gpu_alone(job, "run")
 (job / "cores.txt").write_text(f"{start} {sorted(os.sched_getaffinity(0))}")
 (job / "phase").write_text("done")
@@ -624,7 +626,7 @@ _STAND_IN_TUNER = """
 import os, pathlib, sys, time
 job = pathlib.Path(sys.argv[1])
 time.sleep(0.5)  # the parent pins a child just after starting it
-from kernellab.grading.slots import ask_for_gpu_alone, ask_to_share
+from kernellab.grading.classroom.slots import ask_for_gpu_alone, ask_to_share
 ask_for_gpu_alone(job, "compile")
 alone = sorted(os.sched_getaffinity(0))
 ask_to_share(job, "run")
@@ -679,7 +681,7 @@ def test_the_grading_process_itself_uses_a_grading_process_s_share_while_a_class
     import torch
     before = torch.get_num_threads()
     slots = GpuSlots(1, jobs=8)
-    from kernellab.grading.cores import threads_each
+    from kernellab.grading.classroom.cores import threads_each
     assert slots.threads == threads_each(8, 1)
     with slots.grading_threads():
         assert torch.get_num_threads() == slots.threads
@@ -694,7 +696,7 @@ def test_the_grading_process_keeps_off_the_timing_cores_while_a_class_is_graded(
     """While a class is graded the grading process's threads, those it had and those it starts, run on the untimed
     cores only (its fp64 references ran on the timing cores too, under a tuning worker's autotuner); the cores the
     slots hand out stay those of the whole machine; afterwards it runs where it ran before."""
-    from kernellab.grading import cores as cores_mod
+    from kernellab.grading.classroom import cores as cores_mod
     monkeypatch.setattr(cores_mod, "TIMING_CORES", 1)
     monkeypatch.setattr(cores_mod, "SPARE_CORES", 1)
     before = os.sched_getaffinity(0)
@@ -727,8 +729,8 @@ def test_a_queues_grading_processes_use_their_share_of_the_cores(tmp_path, monke
     thread when jobs outnumber them), whether it is forked from the warm process or started fresh; without a
     queue nothing is capped. Uncapped, a class's processes together ran many threads per core (lesson 03 on two
     H100s: 30 % longer in its processes)."""
-    from kernellab.grading import zygote
-    from kernellab.grading.cores import threads_each
+    from kernellab.grading.processes import zygote
+    from kernellab.grading.classroom.cores import threads_each
     assert threads_each(18, 2, set(range(32))) == 1  # 28 untimed cores, 18 jobs
     assert threads_each(2, 1, set(range(16))) == 7  # 14 untimed cores, 2 jobs
     assert threads_each(4, 1, {0, 1}) == 1  # too few cores to keep any: all shared, still one at least
@@ -764,7 +766,7 @@ def test_a_nodes_ceilings_are_measured_once_with_its_gpu_alone(tmp_path, monkeyp
     import types
 
     from kernellab import ceilings
-    from kernellab.grading import cluster
+    from kernellab.grading.classroom import cluster
     measured, holds = [], []
 
     class Lock:

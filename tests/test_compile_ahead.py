@@ -1,4 +1,4 @@
-"""Compiling a worker's kernels ahead (grading/compile_ahead.py). Triton compiles nothing in the CPU interpreter, so
+"""Compiling a worker's kernels ahead (grading/worker/compile_ahead.py). Triton compiles nothing in the CPU interpreter, so
 the dry pass runs here against a stand-in for Triton's JITFunction; the GPU runs in assets/gpu/grading_seconds_h100.md
 are its test on real kernels. The grading's retry without it is tested with a stand-in worker."""
 from __future__ import annotations
@@ -11,7 +11,7 @@ import time
 
 import torch
 
-from kernellab.grading import compile_ahead
+from kernellab.grading.worker import compile_ahead
 
 
 class FakeKernel:
@@ -109,9 +109,9 @@ def test_compile_threads_come_from_the_environment_or_the_cores(monkeypatch):
     monkeypatch.setenv("KERNELLAB_COMPILE_THREADS", "3")
     assert compile_ahead.threads() == 3
     monkeypatch.delenv("KERNELLAB_COMPILE_THREADS")
-    from kernellab.grading.cores import usable
+    from kernellab.grading.classroom.cores import usable
     assert compile_ahead.threads() == min(compile_ahead.MAX_THREADS, usable())
-    from kernellab.grading.slots import GpuSlots
+    from kernellab.grading.classroom.slots import GpuSlots
     assert GpuSlots(1, jobs=10_000).thread_env()["KERNELLAB_COMPILE_THREADS"] == "1"  # a class: a core each, none
     monkeypatch.setenv("KERNELLAB_COMPILE_THREADS", "2")  # unless the grading says otherwise
     assert GpuSlots(1, jobs=10_000).thread_env()["KERNELLAB_COMPILE_THREADS"] == "2"
@@ -120,7 +120,7 @@ def test_compile_threads_come_from_the_environment_or_the_cores(monkeypatch):
 def test_the_worker_refuses_threads_but_keeps_a_starter_of_its_own():
     code = textwrap.dedent("""
         import threading
-        from kernellab.grading import integrity
+        from kernellab.grading.worker import integrity
         start = integrity.refuse_threads()
         try:
             threading.Thread(target=print).start()
@@ -136,13 +136,13 @@ def test_the_worker_refuses_threads_but_keeps_a_starter_of_its_own():
 
 
 def test_budget_of_the_compile_ahead_phase_is_the_compiles():
-    from kernellab.grading import harness
+    from kernellab.grading.judge import harness
     assert harness._budget_key("compile-ahead") == "compile"
     assert harness._budget_key("run-call") == "run" and harness._budget_key("load") == "load"
 
 
 def test_the_worker_skips_the_dry_pass_without_a_gpu_or_a_record():
-    from kernellab.grading import child
+    from kernellab.grading.worker import child
     assert child._compile_ahead({"record": True}, [lambda: 1 / 0], _starter, lambda p: None) is None
     assert child._compile_ahead({"record": False}, [], _starter, lambda p: None) is None
 
@@ -150,7 +150,7 @@ def test_the_worker_skips_the_dry_pass_without_a_gpu_or_a_record():
 def test_a_dry_pass_that_broke_the_gpu_is_graded_again_without_it(monkeypatch, tmp_path):
     """The worker says its dry pass left the GPU unusable: the grading runs it again with compile_ahead off, on
     fresh decoy cases, and keeps what it said in the record; the second worker's verdict stands."""
-    from kernellab.grading import harness
+    from kernellab.grading.judge import harness
     from kernellab.lessons.l01_roofline_vector_add.problems import ADD
     seen = []
 
@@ -173,7 +173,7 @@ def test_a_dry_pass_that_broke_the_gpu_is_graded_again_without_it(monkeypatch, t
 
 
 def test_a_worker_whose_dry_pass_went_well_is_not_graded_again(monkeypatch):
-    from kernellab.grading import harness
+    from kernellab.grading.judge import harness
     from kernellab.lessons.l01_roofline_vector_add.problems import ADD
     runs = []
 

@@ -6,7 +6,7 @@ import os
 import pytest
 
 from kernellab.grading import corpus as C
-from kernellab.grading import sandbox
+from kernellab.grading.processes import sandbox
 
 
 def test_the_corpus_covers_enough_threats_and_lessons():

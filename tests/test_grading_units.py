@@ -6,8 +6,8 @@ import pathlib
 import pytest
 from nbformat.v4 import new_code_cell, new_notebook
 
-from kernellab.grading.harness import clamp_points
-from kernellab.grading.secret import problem_seed
+from kernellab.grading.judge.harness import clamp_points
+from kernellab.grading.judge.secret import problem_seed
 from kernellab.notebook_cells import sources_for
 from procs import alive, gone
 
@@ -57,7 +57,7 @@ def test_seeds_differ_per_student_and_problem_and_depend_on_the_secret():
 
 
 def _grade(src, monkeypatch, **budgets):
-    from kernellab.grading import harness
+    from kernellab.grading.judge import harness
     from kernellab.lessons.l01_roofline_vector_add.problems import ADD
     for k, v in budgets.items():
         monkeypatch.setattr(harness, k, v)
@@ -77,7 +77,7 @@ def test_endless_loop_while_loading_is_stopped(monkeypatch):
 
 def test_child_sees_no_grading_marker(monkeypatch):
     # Graded code cannot read the environment at all (code_rules: no os); the child's is clean regardless.
-    from kernellab.grading import harness
+    from kernellab.grading.judge import harness
     monkeypatch.setenv("NBGRADER_EXECUTION", "autograde")
     monkeypatch.setenv("KERNELLAB_SECRET", "s3cret")
     env = harness._child_env()
@@ -110,7 +110,7 @@ def test_a_grading_child_dies_with_its_parent(tmp_path):
     import textwrap
     child = textwrap.dedent("""
         import sys, time
-        from kernellab.grading.zygote import die_with_parent
+        from kernellab.grading.processes.zygote import die_with_parent
         die_with_parent(int(sys.argv[1]))
         open(sys.argv[2], "w").write("armed")
         time.sleep(60)
@@ -134,7 +134,7 @@ def test_a_grading_child_dies_with_its_parent(tmp_path):
 def test_a_grading_child_whose_parent_is_already_gone_exits():
     import subprocess
     import sys
-    code = "from kernellab.grading.zygote import die_with_parent; die_with_parent(1 << 22); print('ran on')"
+    code = "from kernellab.grading.processes.zygote import die_with_parent; die_with_parent(1 << 22); print('ran on')"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 70 and "ran on" not in out.stdout
 
@@ -142,7 +142,7 @@ def test_a_grading_child_whose_parent_is_already_gone_exits():
 def test_gpu_state_reads_nvidia_smi_and_falls_back_to_the_older_field_name(tmp_path, monkeypatch):
     """The judge records the GPU's clocks, power and the driver's reasons around each timing; a driver that does
     not know the newer reasons field is asked with the older one; no nvidia-smi gives {}."""
-    from kernellab.grading.gpu_usage import gpu_state
+    from kernellab.grading.classroom.gpu_usage import gpu_state
     fake = tmp_path / "nvidia-smi"
     fake.write_text("#!/bin/sh\n"
                     "case \"$1\" in *clocks_event_reasons*) echo 'Field is not a valid field' >&2; exit 2;; esac\n"
@@ -162,8 +162,8 @@ def test_gpu_state_reads_nvidia_smi_and_falls_back_to_the_older_field_name(tmp_p
 
 
 def test_jobs_at_once_follow_the_cpu_cores_as_well_as_gpu_memory():
-    from kernellab.grading.classqueue import jobs_per_gpu, jobs_within
-    from kernellab.grading.cores import untimed_cores
+    from kernellab.grading.classroom.classqueue import jobs_per_gpu, jobs_within
+    from kernellab.grading.classroom.cores import untimed_cores
     h200, h100 = jobs_per_gpu(150_000_000_000), jobs_per_gpu(85_000_000_000)  # 139.7 and 79.2 GiB
     assert (h200, h100, jobs_per_gpu(4 * 2**30), jobs_per_gpu(400 * 2**30)) == (16, 9, 1, 16)
     two_h200 = len(untimed_cores(2, set(range(32))))  # 28: two cores kept for each GPU's timing
@@ -177,14 +177,15 @@ def test_jobs_at_once_follow_the_cpu_cores_as_well_as_gpu_memory():
 
 def test_jobs_at_once_count_the_cores_this_process_may_use(monkeypatch):
     # Under taskset, or a Slurm or container cpuset, the machine has more cores than the grading may use.
-    from kernellab.grading import classqueue, cores
+    from kernellab.grading.classroom import classqueue
+    from kernellab.grading.classroom import cores
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {4, 5, 6, 7}, raising=False)
     assert cores.usable() == 4 and classqueue.default_jobs() == 2  # on a CPU: half of them
     assert len(cores.untimed_cores(1)) == 4  # too few to keep any for timing
 
 
 def test_a_local_ray_cluster_is_told_of_the_gpus_it_was_given():
-    from kernellab.grading.classqueue import ray_local_init
+    from kernellab.grading.classroom.classqueue import ray_local_init
     assert ray_local_init(1, None, on_machine=2) == {"num_gpus": 1}
     assert ray_local_init(4, {"num_cpus": 8}, on_machine=2) == {"num_gpus": 2, "num_cpus": 8}  # no more than it has
     assert ray_local_init(None, {"num_cpus": 8}, on_machine=2) == {"num_cpus": 8}  # every GPU: Ray counts them
@@ -207,7 +208,7 @@ def test_a_grading_leaves_nothing_in_the_temporary_folder(tmp_path):
 import json, sys
 sys.path.insert(0, {str(pathlib.Path(__file__).parent)!r})
 from nbformat.v4 import new_code_cell, new_notebook
-from kernellab.grading import harness
+from kernellab.grading.judge import harness
 from kernellab.lessons.l01_roofline_vector_add.problems import ADD
 c = new_code_cell({src!r})
 c.metadata["nbgrader"] = {{"solution": True, "grade": False, "grade_id": "add_code"}}
@@ -229,7 +230,7 @@ def test_each_submission_s_workers_have_a_triton_cache_of_their_own(monkeypatch)
     # user, let a worker plant the code a baseline judge's torch.compile would generate and load).
     from nbformat.v4 import new_code_cell, new_notebook
 
-    from kernellab.grading import harness
+    from kernellab.grading.judge import harness
     from kernellab.lessons.l01_roofline_vector_add.problems import ADD
     monkeypatch.setenv("TRITON_CACHE_DIR", "/nowhere/the-instructors-cache")
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", "/nowhere/the-instructors-inductor")
@@ -256,7 +257,7 @@ def test_each_submission_s_workers_have_a_triton_cache_of_their_own(monkeypatch)
 
     # A judge that interprets kernels (all of them on a CPU) runs their bodies: it gets a cache of its own kind, never
     # the one whose launchers a GPU judge loads.
-    from kernellab.grading import submissions as S
+    from kernellab.grading.instructor import submissions as S
     from kernellab.paths import repo_root
     lesson = "01_roofline_vector_add"
     told.clear()
@@ -287,7 +288,7 @@ def test_the_steps_of_a_graded_run_share_its_budget_and_its_message(tmp_path):
     import subprocess
     import sys
 
-    from kernellab.grading import harness
+    from kernellab.grading.judge import harness
     code = ("import pathlib, sys, time\np = pathlib.Path(sys.argv[1]) / 'phase'\np.write_text('run')\n"
             "time.sleep(0.2)\np.write_text('run-call')\ntime.sleep(60)\n")
     proc = subprocess.Popen([sys.executable, "-c", code, str(tmp_path)], start_new_session=True)
@@ -311,8 +312,8 @@ def test_a_ray_grader_closing_waits_out_its_jobs_and_then_cleans_up():
     import nbformat
     from nbformat.v4 import new_notebook
 
-    from kernellab.grading import harness
-    from kernellab.grading.cluster import GpuGrader
+    from kernellab.grading.judge import harness
+    from kernellab.grading.classroom.cluster import GpuGrader
     g = GpuGrader.__new__(GpuGrader)  # no Ray: the grader's own bookkeeping
     g._jobs, g._jobs_cv, g.gpu, g.ceil, g.facts, g.slots = 0, threading.Condition(), None, None, None, None
     made, inside, ended = [], threading.Event(), []
@@ -386,7 +387,7 @@ def test_a_local_ray_node_that_starts_too_slowly_is_started_once_more(monkeypatc
     import subprocess
     import sys
     ray = pytest.importorskip("ray")
-    from kernellab.grading import cluster
+    from kernellab.grading.classroom import cluster
     calls, stops, started = [], [], []
     slow = Exception("The current node timed out during startup. This could happen because ...")
 
@@ -474,8 +475,8 @@ def test_a_notebook_with_a_huge_code_cell_is_refused_before_anything_parses_it()
 
     from nbformat.v4 import new_code_cell
 
-    from kernellab.grading import harness
-    from kernellab.grading import submissions as S
+    from kernellab.grading.judge import harness
+    from kernellab.grading.instructor import submissions as S
     from kernellab.lessons import problems_of
     from kernellab.paths import repo_root
     L = "01_roofline_vector_add"

@@ -122,7 +122,7 @@ def test_a_speed_worker_asks_for_its_gpu_alone_only_when_an_autotuner_had_a_choi
 
     from triton.runtime.autotuner import Autotuner
 
-    from kernellab.grading.child import _tune_alone
+    from kernellab.grading.worker.child import _tune_alone
     ran = []
     tuner = _counting_kernel(ran)
     tuner.do_bench = lambda call, quantiles=None: call() or [0.5, 0.5, 0.5]
@@ -158,7 +158,7 @@ def test_a_speed_worker_asks_for_its_gpu_alone_only_when_an_autotuner_had_a_choi
 def test_compile_only_is_no_tampering_once_allowed_before_the_snapshot():
     """The speed worker patches the autotuner before its integrity snapshot; tuning afterwards changes nothing the
     snapshot watches (a patch after it would read as the learner's tampering and score 0)."""
-    from kernellab.grading import integrity
+    from kernellab.grading.worker import integrity
     from kernellab.tuning import allow_compile_only, compile_only
     assert allow_compile_only()
     snapshot = integrity.Snapshot()

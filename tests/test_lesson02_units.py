@@ -3,7 +3,7 @@ failure patterns, shared-memory accounting for a T4, the order widget's arithmet
 import pytest
 import torch
 
-from kernellab.grading import submissions as S
+from kernellab.grading.instructor import submissions as S
 from kernellab.guarded import GUARD, Guarded, guard_elements
 from kernellab.lessons import lesson02 as L
 from kernellab.lessons.l02_tiled_matmul.bench import _load

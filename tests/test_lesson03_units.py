@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from kernellab import learner
-from kernellab.grading import submissions as S
+from kernellab.grading.instructor import submissions as S
 from kernellab.lessons import lesson03 as L
 from kernellab.lessons.l03_fused_softmax_layernorm.widgets import online_softmax_trace
 from kernellab.notebook_cells import load_solution

@@ -4,7 +4,7 @@ import types
 
 import pytest
 
-from kernellab.grading.submissions import known_wrong, read
+from kernellab.grading.instructor.submissions import known_wrong, read
 from kernellab.learner import _correctness
 from kernellab.lessons import lesson04 as L4
 from kernellab.lessons import lesson05 as L5

@@ -188,7 +188,7 @@ def test_without_a_gpu_the_profile_check_is_practice_but_unset_answers_fail():
 
 
 def test_regrade_grades_in_fresh_processes_and_reports_the_spread(tmp_path):
-    from kernellab.grading.regrade import regrade, write
+    from kernellab.grading.instructor.regrade import regrade, write
     res = regrade(L.LESSON, ["layernorm_function_correct", "block_speed"], times=2, progress=False)
     assert res["layernorm_function_correct"]["scores"] == [3.0, 3.0]
     assert res["block_speed"]["scores"] == [0.0, 0.0] and "only graded on a GPU" in res["block_speed"]["messages"][0]

@@ -9,7 +9,7 @@ import torch
 from torch.fx.experimental.proxy_tensor import make_fx
 
 from kernellab.code_rules import broken_rules
-from kernellab.grading import submissions as S
+from kernellab.grading.instructor import submissions as S
 from kernellab.invoke import Refused
 from kernellab.lessons import lesson07 as L
 from kernellab.notebook_cells import load_solution, read_notebook

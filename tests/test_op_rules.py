@@ -5,7 +5,7 @@ import pytest
 import torch
 
 import kernellab  # noqa: F401  (interpreter mode before triton loads)
-from kernellab.grading.judge import replay_case
+from kernellab.grading.judge.judge import replay_case
 from kernellab.lessons import problems_of
 from kernellab.lessons.l06_profile_first import problems as L6
 from kernellab.notebook_cells import load_solution

@@ -1,4 +1,4 @@
-"""Pausing untimed grading processes while another times (grading/pause.py, slots.GpuSlots): real process trees on
+"""Pausing untimed grading processes while another times (grading/classroom/pause.py, slots.GpuSlots): real process trees on
 the CPU, where every process has no CUDA context and is stopped; the driver's lock through a stand-in driver."""
 from __future__ import annotations
 
@@ -12,8 +12,9 @@ import time
 
 import pytest
 
-from kernellab.grading import harness, pause
-from kernellab.grading.slots import GpuSlots
+from kernellab.grading.judge import harness
+from kernellab.grading.classroom import pause
+from kernellab.grading.classroom.slots import GpuSlots
 
 # A process that counts into a file, with a child that counts into another (a worker and what it started).
 COUNTER = r'''

@@ -1,21 +1,21 @@
-"""scripts/pyspy_summary.py on a profile whose counts are known by hand."""
+"""autograder/benchmarks/pyspy_summary.py on a profile whose counts are known by hand."""
 import pathlib
 import sys
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "scripts"))
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "autograder" / "benchmarks"))
 import pyspy_summary  # noqa: E402
 
-G = 'process 1:"python3 scripts/class_grading.py"'
+G = 'process 1:"python3 autograder/benchmarks/class_grading.py"'
 Z = 'process 2:"python3 zygote.py"'
 W = 'process 3:"python3 zygote.py"'
 PROFILE = "\n".join([
     f"{G};main (class_grading.py:1);compare (kernellab/compare.py:90) 5",
-    f"{G};{Z};<module> (kernellab/grading/zygote.py:423);_preload (kernellab/grading/zygote.py:90) 4",
-    f"{G};{Z};{W};main (kernellab/grading/child.py:112);_find_and_load (<frozen importlib._bootstrap>:1360) 3",
-    f"{G};{Z};{W};main (kernellab/grading/child.py:216);compile (triton/compiler/compiler.py:246);"
+    f"{G};{Z};<module> (kernellab/grading/processes/zygote.py:423);_preload (kernellab/grading/processes/zygote.py:90) 4",
+    f"{G};{Z};{W};main (kernellab/grading/worker/child.py:112);_find_and_load (<frozen importlib._bootstrap>:1360) 3",
+    f"{G};{Z};{W};main (kernellab/grading/worker/child.py:216);compile (triton/compiler/compiler.py:246);"
     "triton_key (triton/runtime/cache.py:297) 6",
-    f"{G};{Z};{W};main (kernellab/grading/child.py:216);compile (triton/compiler/compiler.py:324) 2",
-    f"{G};{Z};{W};main (kernellab/grading/judge.py:95);replay (kernellab/replay.py:22) 1",
+    f"{G};{Z};{W};main (kernellab/grading/worker/child.py:216);compile (triton/compiler/compiler.py:324) 2",
+    f"{G};{Z};{W};main (kernellab/grading/judge/judge.py:95);replay (kernellab/replay.py:22) 1",
 ]) + "\n"
 
 

@@ -6,7 +6,7 @@ from types import SimpleNamespace as NS
 
 import torch
 
-from kernellab.grading import harness
+from kernellab.grading.judge import harness
 from kernellab.problems.base import Case
 
 

@@ -240,7 +240,7 @@ def test_kernels_generated_by_torch_compile_are_not_the_learners():
 
 
 def test_the_worker_gets_the_cases_shapes_not_their_values():
-    from kernellab.grading.harness import decoy_case
+    from kernellab.grading.judge.harness import decoy_case
     case = problems_of("03_fused_softmax_layernorm")["add_layernorm_correct"].make_cases(seeded_generator(5), False)[-1]
     decoy = decoy_case(case, torch.Generator().manual_seed(1))
     for a, b in zip(case.inputs, decoy.inputs):

@@ -7,8 +7,8 @@ import re
 import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_raw_cell
 
-from kernellab.grading import submissions as S
-from kernellab.grading.dryrun import differs
+from kernellab.grading.instructor import submissions as S
+from kernellab.grading.instructor.dryrun import differs
 from kernellab.lessons import problems_of
 from roundtrip_checks import assert_blank_scores_zero, assert_solution_scores, new_course
 
@@ -49,7 +49,7 @@ def graded(tmp_path_factory):
 
 # nbgrader's autograde ran a submission's cells in a notebook kernel of its own, as the grading user, beside the
 # course's secret, result store and gradebook: this cell would leave a file in autograder/ (the kernel's folder is
-# autograded/<student>/<lesson>/) had it run there (grading/nbgrader_plugin.py, LeaveUnrun).
+# autograded/<student>/<lesson>/) had it run there (grading/instructor/nbgrader_plugin.py, LeaveUnrun).
 MARKER_CELL = ("import pathlib\n"
                "(pathlib.Path.cwd().parents[2] / 'ran_beside_the_gradebook').write_text('learner code ran here')\n")
 
@@ -178,7 +178,7 @@ def test_nothing_reaches_stderr_in_graded_cells(graded):
 
 
 def test_preflight_names_missing_cells_and_broken_rules(graded):
-    from kernellab.grading import term
+    from kernellab.grading.instructor import term
     rows = {r["student"]: r for r in term.preflight(graded[0].ag, L)}
     assert rows["solution"]["ok"] and rows["solution"]["gpu"] == "not run by the learner"
     assert rows["deleter"]["missing"] == ["add_correct"] and not rows["deleter"]["ok"]
@@ -191,14 +191,14 @@ def test_preflight_names_missing_cells_and_broken_rules(graded):
 def test_fingerprint_of_a_notebook_the_learner_ran():
     import nbformat
 
-    from kernellab.grading.term import fingerprints
+    from kernellab.grading.instructor.term import fingerprints
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("kl.setup()", outputs=[nbformat.v4.new_output(
         "stream", name="stdout", text="NVIDIA T4 (sm_75) | torch 2.9.0 | triton 3.5.0\nbf16: no\n")])])
     assert fingerprints(nb) == ["NVIDIA T4 (sm_75) | torch 2.9.0 | triton 3.5.0"]
 
 
 def test_report_plots_pass_rates_from_the_audit_records(graded, tmp_path):
-    from kernellab.grading import term
+    from kernellab.grading.instructor import term
     per = term.report(graded[0].ag, L, tmp_path / "r.html")
     scores = graded[2]
     assert per["add_correct"]["n"] == len(scores)  # one audit record per student and problem

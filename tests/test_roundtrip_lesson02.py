@@ -2,7 +2,7 @@
 the solution, the blank release, and wrong submissions that must lose exactly what they break."""
 import pytest
 
-from kernellab.grading.dryrun import differs
+from kernellab.grading.instructor.dryrun import differs
 from roundtrip_checks import assert_blank_scores_zero, assert_feedback_and_export_cover, assert_solution_scores, grade_known_wrong
 
 L = "02_tiled_matmul"

@@ -2,7 +2,7 @@
 solution, the blank release, and the classic FlashAttention bugs, each losing exactly what it breaks."""
 import pytest
 
-from kernellab.grading.dryrun import differs
+from kernellab.grading.instructor.dryrun import differs
 from roundtrip_checks import assert_blank_scores_zero, assert_feedback_and_export_cover, assert_solution_scores, grade_known_wrong
 
 L = "04_flash_attention"

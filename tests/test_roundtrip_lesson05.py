@@ -2,7 +2,7 @@
 (with a forward that returns the lse through autograd, in another cell) and a causal mask off by one."""
 import pytest
 
-from kernellab.grading.dryrun import differs
+from kernellab.grading.instructor.dryrun import differs
 from roundtrip_checks import assert_blank_scores_zero, assert_feedback_and_export_cover, assert_solution_scores, grade_known_wrong
 
 L = "05_flash_attention_backward"

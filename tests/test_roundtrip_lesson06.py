@@ -3,7 +3,7 @@ solution, the blank release, a LayerNorm backward without its mean terms, and th
 place of the learner's."""
 import pytest
 
-from kernellab.grading.dryrun import differs
+from kernellab.grading.instructor.dryrun import differs
 from roundtrip_checks import assert_blank_scores_zero, assert_feedback_and_export_cover, assert_solution_scores, grade_known_wrong
 
 L = "06_profile_first"

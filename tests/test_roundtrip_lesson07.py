@@ -3,7 +3,7 @@ the blank release, a two-stage reduction that sums one program's partials, the l
 op behind a token launch, and torch.compile of the eager block inside block_forward."""
 import pytest
 
-from kernellab.grading.dryrun import differs
+from kernellab.grading.instructor.dryrun import differs
 from roundtrip_checks import assert_blank_scores_zero, assert_feedback_and_export_cover, assert_solution_scores, grade_known_wrong
 
 L = "07_ship_it"

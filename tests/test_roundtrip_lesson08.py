@@ -4,7 +4,7 @@ refuses, FP8 scales applied twice, an attention whose partial key block runs unm
 launch of the learner's attention kernel."""
 import pytest
 
-from kernellab.grading.dryrun import differs
+from kernellab.grading.instructor.dryrun import differs
 from roundtrip_checks import assert_blank_scores_zero, assert_feedback_and_export_cover, assert_solution_scores, grade_known_wrong
 
 L = "08_hopper"

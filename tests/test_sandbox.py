@@ -1,4 +1,4 @@
-"""A worker confined by Landlock (grading/sandbox.py) reaches only its own folders: not the judge's folder beside
+"""A worker confined by Landlock (grading/processes/sandbox.py) reaches only its own folders: not the judge's folder beside
 it, not the course (secret, solutions), not another process's /proc entry, no signal outside its own processes and
 no TCP; and a submission that signals every process it can (kill(-1)) ends nothing of the grading."""
 from __future__ import annotations
@@ -11,8 +11,8 @@ import textwrap
 
 import pytest
 
-from kernellab.grading import sandbox
-from kernellab.grading import submissions as S
+from kernellab.grading.processes import sandbox
+from kernellab.grading.instructor import submissions as S
 from kernellab.paths import repo_root, tool_env
 
 needs_landlock = pytest.mark.skipif(sandbox.abi() < 6, reason="needs Landlock ABI 6 (Linux 6.12): signal scoping")
@@ -31,7 +31,7 @@ ATTEMPTS = textwrap.dedent('''
 PROBE = textwrap.dedent('''
     import json, os, socket, sys
     sys.path.insert(0, {package!r})
-    from kernellab.grading.sandbox import confine
+    from kernellab.grading.processes.sandbox import confine
     base, secret = sys.argv[1], sys.argv[2]
     how = confine([os.path.join(base, "worker")], [base, {root!r}])
     {attempts}
@@ -106,9 +106,9 @@ def test_killing_every_process_it_can_stops_no_grading(tmp_path):
 def test_the_grader_reads_a_workers_folder_without_following_what_it_planted(tmp_path):
     """A worker may replace anything in its own folder before it ends: a link to the course secret, a named pipe
     (whose read would block forever), a link to /dev/zero among its kernel files, a link under an answer's name.
-    The grading process follows none of them (grading/worker_files.py; a red-team worker, 2026-11-27, got the
+    The grading process follows none of them (grading/judge/worker_files.py; a red-team worker, 2026-11-27, got the
     secret into the grading record through its log, and hung the grading with a pipe)."""
-    from kernellab.grading import worker_files as W
+    from kernellab.grading.judge import worker_files as W
     secret = tmp_path / "secret"
     secret.write_text("s3cret")
     work = tmp_path / "worker"
@@ -137,7 +137,7 @@ def test_the_grader_reads_a_workers_folder_without_following_what_it_planted(tmp
 JUDGE_PROBE = textwrap.dedent('''
     import json, os, sys
     sys.path.insert(0, {package!r})
-    from kernellab.grading.sandbox import confine_job
+    from kernellab.grading.processes.sandbox import confine_job
     base = sys.argv[1]
     how = confine_job(os.path.join(base, "judge"))
     {attempts}
@@ -155,7 +155,7 @@ def test_a_judge_that_interprets_kernels_is_confined_to_its_job_folder(tmp_path)
     """An interpreting judge runs each recorded kernel's body as Python (what passed the purity check): it is
     confined as a worker is (sandbox.confine_job), so a body that got past the check reads neither the worker's
     folder beside it nor the course, and signals nothing. A real grading's judge says so in the record."""
-    from kernellab.grading import harness
+    from kernellab.grading.judge import harness
     from kernellab.lessons import problems_of
     base = tmp_path / "kl-grade"
     (base / "worker").mkdir(parents=True)

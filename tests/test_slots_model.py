@@ -1,4 +1,4 @@
-"""scripts/slots_model.py: the slot rule's model, on jobs whose answers are known by hand."""
+"""autograder/benchmarks/slots_model.py: the slot rule's model, on jobs whose answers are known by hand."""
 from __future__ import annotations
 
 import json
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "autograder" / "benchmarks"))
 import slots_model as M  # noqa: E402
 
 

@@ -1,4 +1,4 @@
-"""Grading processes forked from a warm zygote (grading/zygote.py) are what fresh ones would be: the job's
+"""Grading processes forked from a warm zygote (grading/processes/zygote.py) are what fresh ones would be: the job's
 environment, folder, log and exit code; no secret in reach, not even in the environment block the zygote was
 started with; killed with their group; gone when the zygote stops; and a zygote killed from outside is replaced."""
 from __future__ import annotations
@@ -10,7 +10,8 @@ import time
 
 import pytest
 
-from kernellab.grading import harness, zygote
+from kernellab.grading.judge import harness
+from kernellab.grading.processes import zygote
 from procs import alive, gone
 
 PROBE = '''

@@ -67,7 +67,7 @@ def build(lessons=None) -> list[pathlib.Path]:
 
 def generate_fresh(lessons=None) -> pathlib.Path:
     """Generate into a throw-away copy of the course (for the staleness test); returns its root."""
-    from .grading.dryrun import Course
+    from .grading.instructor.dryrun import Course
     course = Course()
     generate(course.root, lessons)
     return course.root

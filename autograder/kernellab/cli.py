@@ -88,7 +88,7 @@ def main(argv=None) -> int:
     elif args.cmd == "regrade":
         import pathlib
 
-        from .grading.regrade import regrade, write
+        from .grading.instructor.regrade import regrade, write
         notebook, name = args.notebook, args.lesson + args.suffix
         if args.entry:  # a deliberately different submission, e.g. a mid-speed one
             import tempfile
@@ -113,13 +113,13 @@ def main(argv=None) -> int:
     elif args.cmd == "regrade-summary":
         import pathlib
 
-        from .grading.regrade import summary
+        from .grading.instructor.regrade import summary
         print(summary(pathlib.Path(args.dir)))
     elif args.cmd == "agree":
         import pathlib
 
         from .device import DEVICE
-        from .grading.agreement import agree, merge, write
+        from .grading.instructor.agreement import agree, merge, write
         from .lessons import LESSONS
         out = pathlib.Path(args.out or ("assets/gpu" if DEVICE.on_gpu else "assets/grading"))
         if args.merge:
@@ -129,13 +129,13 @@ def main(argv=None) -> int:
         print(write(res, out))
         return 0 if all(r["state"] != "disagree" for r in res["rows"]) else 1
     elif args.cmd == "term":
-        from .grading.term import main as term_main
+        from .grading.instructor.term import main as term_main
         if args.action != "export" and not args.lesson:
             ap.error(f"term {args.action} needs a lesson id")
         gpus = None if str(args.gpus).lower() == "all" else int(args.gpus)
         return term_main(args.action, args.lesson, args.course, args.out, args.jobs, args.force, gpus, args.ray)
     elif args.cmd == "grade":
-        from .grading.grade_one import main as grade_main
+        from .grading.judge.grade_one import main as grade_main
         return grade_main(args.notebook, args.json, _split(args.problems), args.secret_file, args.student,
                           args.lesson)
     elif args.cmd == "fingerprint":

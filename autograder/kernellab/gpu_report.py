@@ -25,8 +25,8 @@ from .report import _header
 def grade_round_trip(lesson: str, students=None, report: dict | None = None, saved=lambda: None) -> dict:
     """Grade the lesson's submissions through nbgrader into ``report`` (student -> scores, reasons, wall time);
     ``saved()`` after each one, so that a run cut short by a time limit keeps the students it graded."""
-    from .grading import submissions as S
-    from .grading.dryrun import Course
+    from .grading.instructor import submissions as S
+    from .grading.instructor.dryrun import Course
     course = Course()
     course.generate(lesson)
     rel, src = course.release_nb(lesson), course.source_nb(lesson)

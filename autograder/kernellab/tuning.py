@@ -93,7 +93,7 @@ def compile_only():
     """For a speed problem's worker, which compiles beside other grading: inside the block an autotuner compiles
     and runs each configuration once and times none (whatever it would pick with the GPU shared is noise). Yields
     the list of autotuners that picked that way; on leaving, each forgets those picks, so that its next call
-    (with the GPU alone: grading/child.py) times every configuration, now compiled, and keeps the fastest.
+    (with the GPU alone: grading/worker/child.py) times every configuration, now compiled, and keeps the fastest.
     Nothing picked here reaches Triton's on-disk autotuning cache. Without Triton's autotuner: yields [] and
     changes nothing."""
     global _UNTIMED

@@ -242,7 +242,7 @@ def warm_up() -> None:
     """Enter a dispatch mode once, on nothing: the first one a process enters imports torch._dynamo (1.2 s on an
     idle CPU here, seconds on a class's busy one). A speed problem's worker calls this while it loads, beside
     other work; else its recorded call pays it after its tuning, while timed processes wait on that GPU. Forked
-    from a zygote, it finds this done (grading/zygote.py enters one before any fork) and costs nothing."""
+    from a zygote, it finds this done (grading/processes/zygote.py enters one before any fork) and costs nothing."""
     with _Watcher(WatchState()):
         torch.empty(0)
 

@@ -33,7 +33,7 @@ def _odd_shape_error(matmul) -> float:
 def bench_lesson02(quick: bool = False) -> dict:
     from tqdm.auto import tqdm
 
-    from ...grading.submissions import known_wrong, read, solution_texts
+    from ...grading.instructor.submissions import known_wrong, read, solution_texts
     from ...paths import repo_root
     from ...sweeps import matmul_sweep
     from .problems import EPILOGUE_SHAPE, matmul_bias_gelu_eager

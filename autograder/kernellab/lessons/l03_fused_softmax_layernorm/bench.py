@@ -25,7 +25,7 @@ def _load(overrides: dict | None = None) -> dict:
 
 
 def bench_lesson03(quick: bool = False) -> dict:
-    from ...grading.submissions import read, solution_texts
+    from ...grading.instructor.submissions import read, solution_texts
     from ...paths import repo_root
     from . import problems as L
 

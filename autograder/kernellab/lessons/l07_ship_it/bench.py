@@ -188,7 +188,7 @@ def write_lesson07(res: dict, out: pathlib.Path) -> None:
                   "host's time is hidden on both sides and the column is the step's GPU work (the targets are read "
                   "from it, on the steps as they run, not in a CUDA graph). do_bench is what a program pays with "
                   "launches; the graph rows show the kernels with no host cost at all. Where the host's time goes: "
-                  "scripts/step_host.py (assets/bench/lesson07_step_host.md)."]
+                  "autograder/benchmarks/step_host.py (assets/bench/lesson07_step_host.md)."]
     (out / "lesson07.md").write_text("\n".join(lines) + "\n")
     (out / "lesson07.json").write_text(json.dumps(res, indent=1, default=str))
 
