@@ -21,7 +21,8 @@ SOURCE = ROOT / "autograder" / PACKAGE
 LAYERS = [
     (0, "device", ["_env", "_meta", "compat", "device"]),
     (1, "core", ["compare", "guarded", "invoke", "reads", "watch", "traffic", "code_rules", "paths",
-                 "widgets_base", "record", "replay", "op_rules", "kernel_source"]),
+                 "widgets_base", "record", "replay", "op_rules", "kernel_source", "triton_frontend",
+                 "notebook_source"]),
     (2, "problems", ["problems", "problems.*"]),
     (3, "measure", ["timing", "ceilings", "roofline", "sweeps", "profiling", "tuning", "report", "learner"]),
     (4, "lessons", ["", "lessons", "lessons.attention", "lessons.l*", "lessons.*.problems", "lessons.*.widgets",
@@ -33,6 +34,12 @@ LAYERS = [
 ]
 # grading/ must not reach these, whatever their layer
 NOT_FROM_GRADING = ["bench", "lessons.*.bench", "gpu_report", "build", "cli"]
+# The judge side of the grade of record (grading/judge/: the grading process, the judge, the store) must not reach
+# what executes notebook cells or is the worker's. The zygote is not followed: it forks workers as well as judges
+# and imports the worker's modules to warm them, but runs neither a cell nor a judge's code itself.
+JUDGE_SIDE = "grading.judge*"
+EXECUTES_CELLS = ["notebook_cells", "grading.worker*"]
+NOT_FOLLOWED = ["grading.processes.zygote"]
 LESSON_FILES = ("__init__.py", "problems.py", "bench.py", "widgets.py")
 
 
@@ -150,6 +157,35 @@ def violations(graph: dict[str, set[str]], layers=LAYERS) -> list[str]:
 def test_the_package_keeps_its_layers():
     problems = violations(import_graph())
     assert not problems, "\n".join(problems)
+
+
+def judge_side_reaches(graph: dict[str, set[str]]) -> dict[str, list[str]]:
+    """Judge-side module -> the modules it reaches that execute cells (through any chain of imports)."""
+    out = {}
+    for start in graph:
+        if not _matches(start, [JUDGE_SIDE]):
+            continue
+        seen, todo = set(), [start]
+        while todo:
+            for m in graph.get(todo.pop(), ()):
+                if m not in seen and not _matches(m, NOT_FOLLOWED):
+                    seen.add(m)
+                    todo.append(m)
+        bad = sorted(m for m in seen if _matches(m, EXECUTES_CELLS))
+        if bad:
+            out[start] = bad
+    return out
+
+
+def test_the_judge_side_never_imports_what_executes_learner_cells():
+    graph = import_graph()
+    assert any(_matches(m, [JUDGE_SIDE]) for m in graph)
+    assert judge_side_reaches(graph) == {}
+    # and the check sees such an import where there is one
+    planted = {k: set(v) for k, v in graph.items()}
+    planted["kernellab.grading.judge.store"].add("kernellab.lessons")
+    planted.setdefault("kernellab.lessons", set()).add("kernellab.notebook_cells")
+    assert judge_side_reaches(planted)["kernellab.grading.judge.store"] == ["kernellab.notebook_cells"]
 
 
 def test_every_lesson_folder_has_the_same_files():

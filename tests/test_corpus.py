@@ -20,7 +20,8 @@ def test_each_machine_tries_the_entries_it_can(monkeypatch):
     numpy_views = next(e for e in C.CHEATS if e.name == "function_in_numpy")
     side_stream = next(e for e in C.CHEATS if e.name == "side_stream")
     assert C.runs_here(numpy_views) and not C.runs_here(side_stream)
-    monkeypatch.setattr(C, "DEVICE", types.SimpleNamespace(on_gpu=True))
+    from kernellab.grading.corpus import entry
+    monkeypatch.setattr(entry, "DEVICE", types.SimpleNamespace(on_gpu=True))
     assert C.runs_here(side_stream) and not C.runs_here(numpy_views)  # no numpy view of GPU memory exists
 
 

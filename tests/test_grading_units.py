@@ -8,7 +8,7 @@ from nbformat.v4 import new_code_cell, new_notebook
 
 from kernellab.grading.judge.harness import clamp_points
 from kernellab.grading.judge.secret import problem_seed
-from kernellab.notebook_cells import sources_for
+from kernellab.notebook_source import sources_for
 from procs import alive, gone
 
 
@@ -506,3 +506,63 @@ def test_a_judge_asks_for_its_gpu_alone_only_once_warmed_up_and_runs_each_side_o
     log.clear()  # no queue, nothing to ask: as before
     assert untimed_runs(lambda *a: log.append("cand"), problem, [], ("cand",), None, lambda: None) is None
     assert log == ["cand"] * 3
+
+
+def test_points_and_the_lesson_come_from_the_course_never_from_the_submission(tmp_path):
+    # A submitted test cell that claims 400 points for a 4-point problem is graded out of the course's points, and
+    # a notebook whose file name names no lesson is not graded as whatever lesson its cells look like.
+    import nbformat
+
+    from kernellab.grading.judge.grade_one import lesson_of
+    from kernellab.grading.judge.harness import course_points
+    from kernellab.lessons import LESSONS, problems_of
+    from kernellab.paths import repo_root
+    for lesson in LESSONS:  # the solutions' points (the gradebook's) and the registered ones agree
+        sol = nbformat.read(str(repo_root() / "solutions" / lesson / f"{lesson}.ipynb"), as_version=4)
+        cells = {(c.metadata.get("nbgrader") or {}).get("grade_id"): c for c in sol.cells}
+        for p in problems_of(lesson).values():
+            assert course_points(p, lesson) == float(cells[p.id].metadata["nbgrader"]["points"]) == float(p.points)
+    with pytest.raises(SystemExit, match="names no lesson"):
+        lesson_of(tmp_path / "homework.ipynb")
+    assert lesson_of(tmp_path / "alice_01_roofline_vector_add.ipynb") == "01_roofline_vector_add"
+
+
+def test_a_submission_claiming_more_points_is_scored_out_of_the_courses(tmp_path):
+    # The path every grading takes (kernellab grade, the queue, the store, nbgrader's plugin): grade_stored.
+    import nbformat
+    from nbformat.v4 import new_code_cell, new_notebook
+
+    from kernellab.grading.judge import harness
+    from kernellab.grading.judge.store import Store
+    from kernellab.lessons import problems_of
+    from kernellab.problems.base import Outcome
+    p = problems_of("01_roofline_vector_add")["add_correct"]
+    forged = {"nbgrader": {"grade": True, "solution": False, "grade_id": "add_correct", "points": 400,
+                           "schema_version": 3}}
+    nb = new_notebook(cells=[new_code_cell("check()", metadata=forged), new_code_cell("check()", metadata=forged)])
+    store = Store(tmp_path / "store")
+    (score, most, _), reused = harness.grade_stored(
+        p, nb, "01_roofline_vector_add", "mallory", b"secret", None, {}, {}, store=store,
+        grade=lambda *a: (Outcome(p.id, 1.0, "right"), {}))
+    assert (score, most, reused) == (p.points, p.points, False)
+    (score, most, _), reused = harness.grade_stored(p, nb, "01_roofline_vector_add", "mallory", b"secret", None, {},
+                                                    {}, store=store)
+    assert (score, most, reused) == (p.points, p.points, True)  # the stored result says the same
+    assert nbformat.validate(nb) is None
+
+
+def test_nbgrader_writes_a_problems_score_into_one_test_cell_only(monkeypatch, tmp_path):
+    # A submission that repeats a graded test cell (same grade_id) would otherwise score the problem twice.
+    from nbformat.v4 import new_code_cell, new_notebook
+
+    from kernellab.grading.instructor import nbgrader_plugin
+    from kernellab.grading.judge import harness
+    meta = {"nbgrader": {"grade": True, "solution": False, "grade_id": "add_correct", "points": 4}}
+    nb = new_notebook(cells=[new_code_cell("check()", metadata=meta), new_code_cell("check()", metadata=meta)])
+    monkeypatch.setattr(harness, "grade_notebook", lambda *a, **k: {"add_correct": (4.0, 4.0, "right")})
+    (tmp_path / ".kernellab_secret").write_bytes(b"s")
+    pre = nbgrader_plugin.GradeOfRecord(course_root=str(tmp_path), use_store=False)
+    nb, _ = pre.preprocess(nb, {"nbgrader": {"assignment": "01_roofline_vector_add", "student": "s"}})
+    first, second = nb.cells
+    assert first.outputs[-1]["data"]["text/plain"] == "4"
+    assert [o["output_type"] for o in second.outputs] == ["error"] and "scores 0" in second.outputs[0]["traceback"][0]

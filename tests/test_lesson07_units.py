@@ -12,7 +12,8 @@ from kernellab.code_rules import broken_rules
 from kernellab.grading.instructor import submissions as S
 from kernellab.invoke import Refused
 from kernellab.lessons import lesson07 as L
-from kernellab.notebook_cells import load_solution, read_notebook
+from kernellab.notebook_cells import load_solution
+from kernellab.notebook_source import read_notebook
 from kernellab.paths import repo_root
 from kernellab.problems.base import judge_correctness, run_correctness, seeded_generator
 

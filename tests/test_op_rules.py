@@ -48,7 +48,8 @@ def test_the_solutions_call_replays_right_well_inside_its_rule(pid):
 def test_attention_in_pytorch_is_refused_by_the_judge_though_the_workers_watch_let_it_pass(monkeypatch):
     """The worker's deny lists are in the learner's reach; switched off here, the record still goes to a judge
     whose rule the learner's code never touched."""
-    from kernellab.grading.corpus import _BLOCK_ELEMENTWISE, _BLOCK_PER_HEAD_MM
+    from kernellab.grading.corpus.entries.l06_block_attention_per_head import _BLOCK_PER_HEAD_MM
+    from kernellab.grading.corpus.entries.l06_block_in_elementwise_pytorch import _BLOCK_ELEMENTWISE
     monkeypatch.setattr(L6, "BLOCK_FORWARD_DENY", frozenset())
     monkeypatch.setattr(L6, "BLOCK_BACKWARD_DENY", frozenset())
     for source, says in ((_BLOCK_ELEMENTWISE, "The forward ran torch"), (_BLOCK_PER_HEAD_MM, "neither is a weight")):

@@ -12,7 +12,8 @@ from triton.runtime.interpreter import InterpretedFunction
 from triton.runtime.jit import JITFunction
 
 from kernellab.lessons import LESSONS, problems_of
-from kernellab.notebook_cells import load_solution, read_notebook, sources_for
+from kernellab.notebook_cells import load_solution
+from kernellab.notebook_source import read_notebook, sources_for
 from kernellab.paths import repo_root
 from kernellab.tuning import T4_SHARED_BYTES, shared_bytes
 

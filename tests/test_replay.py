@@ -261,3 +261,42 @@ def test_warming_up_pays_the_first_dispatch_modes_import_ahead():
             "before = 'torch._dynamo' in sys.modules\nwarm_up()\nprint(before, 'torch._dynamo' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.stdout.split() == ["False", "True"], out.stderr[-2000:]
+
+
+def test_timed_runs_start_from_poisoned_memory(ns):
+    # What a call allocates is all-ones bytes (NaN) before each timed run: nothing a kernel left in its own memory
+    # on the run before survives. A replay built from a record whose kernel writes nothing shows what it starts from.
+    from kernellab.grading.judge.judge import replay_function
+    rec = _record(ns["add"])
+    case = _case(300, seed=5)
+    run = replay_function(rec, None, "cpu")
+    out = run(*case.inputs)  # an untimed warm-up: plain memory, then the answer
+    torch.testing.assert_close(out, case.inputs[0] + case.inputs[1])
+    run.before_timed_call()
+    (buf,) = run.replay().timed_buffers.values()
+    assert torch.isnan(buf).all()
+    rec["events"][0]["grid"] = [0, 1, 1]  # the same call launching no program: the output stays as poisoned
+    run = replay_function(rec, None, "cpu")
+    run(*case.inputs)
+    run.before_timed_call()
+    assert torch.isnan(run(*case.inputs)).all()
+
+
+def test_a_records_kernel_metadata_and_allocations_are_bounded_before_anything_is_allocated(ns):
+    from kernellab.grading.judge.harness import JUDGE_SAID_MAX, judge_said
+    from kernellab.replay import metadata_problem, scratch_problem
+    honest = {"shared": 49152, "num_warps": 8, "num_ctas": 1, "global_scratch_size": 0, "cluster_dims": [1, 1, 1]}
+    assert metadata_problem(honest) is None
+    assert "global_scratch_size" in metadata_problem(dict(honest, global_scratch_size=1 << 38))
+    assert "shared" in metadata_problem(dict(honest, shared=1 << 30))
+    assert "warps" in metadata_problem(dict(honest, num_warps=3))
+    import types
+    assert scratch_problem(types.SimpleNamespace(global_scratch_size=128), (132, 1, 1)) is None
+    assert "GiB" in scratch_problem(types.SimpleNamespace(global_scratch_size=1 << 16), (1 << 16, 1, 1))
+    rec = _record(ns["add"])
+    rec["buffers"][2]["shape"] = [(5 << 30) // 4]  # 5 GiB of float32 for 2.4 KB of inputs
+    rec["buffers"][2]["strides"] = [1]
+    with pytest.raises(ReplayError, match="more than any problem here needs"):
+        _replay(rec, _case(300, seed=3))
+    said = judge_said("line one\nline\x00two " + "x" * 1000)
+    assert len(said) == JUDGE_SAID_MAX and "\n" not in said and "\x00" not in said

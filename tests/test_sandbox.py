@@ -93,7 +93,7 @@ def test_killing_every_process_it_can_stops_no_grading(tmp_path):
     S.write(S.filled(rel, src, {"add_code": attack + add}), nb_path)
     (tmp_path / "secret").write_text("a course secret")
     out = tmp_path / "out.json"
-    r = subprocess.run([sys.executable, "-m", "kernellab.cli", "grade", str(nb_path), "--problems",
+    r = subprocess.run([sys.executable, "-m", "kernellab.cli", "grade", str(nb_path), "--lesson", "01_roofline_vector_add", "--problems",
                         "add_correct,fused_correct,answers_add", "--json", str(out), "--secret-file",
                         str(tmp_path / "secret")], capture_output=True, text=True, timeout=600, env=tool_env(),
                        cwd=tmp_path, start_new_session=True)

@@ -69,7 +69,7 @@ def main(argv=None) -> int:
     gr.add_argument("--secret-file", default=None, help="the course secret (default: KERNELLAB_SECRET or "
                                                           "autograder/.kernellab_secret)")
     gr.add_argument("--student", default=None, help="the student's name, for the seeds (default: the file's name)")
-    gr.add_argument("--lesson", default=None, help="lesson id (default: from the file name or its graded cells)")
+    gr.add_argument("--lesson", default=None, help="lesson id (default: the one the file name ends with)")
     sub.add_parser("fingerprint", help="print this machine's one-line device fingerprint")
     args = ap.parse_args(argv)
     if args.cmd == "build":

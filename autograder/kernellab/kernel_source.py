@@ -1,11 +1,20 @@
 """Rebuild a recorded Triton kernel from its source, for a judge that runs no learner Python.
 
 In the CPU interpreter a kernel is Python that the interpreter executes with ``tl`` patched, so a judge
-that replays it runs its body. It does so only after ``purity_problem`` has checked that the body is a
-Triton kernel the compiler would accept: the language (``tl``, ``triton.language``), other recorded
-``@triton.jit`` functions, constants and a few builtins - no plain Python helpers, no imports, no lambdas,
-no dunder attributes, nothing from the learner's notebook but the kernel itself. Decorators are dropped
-(the judge wraps the function itself) and default values must be constants.
+that replays it runs its body. It does so only after two checks, each enough on its own for what it covers:
+
+1. ``frontend_problem``: Triton's own compiler accepts the kernel. The recorded source, the constexprs and
+   argument types of the launch, and the ``@triton.jit`` functions it calls are lowered to Triton IR for a
+   CUDA target by the grader's own Triton (no GPU needed). What the compiler refuses is not a Triton kernel,
+   whatever the interpreter would have made of it: Python run through the interpreter (``match``/``case``
+   class patterns, ``"%s" % tile``, a value's ``handle``) was how kernels escaped into the judge's Python on
+   2026-11-28, and the compiler refuses each of those constructs.
+2. ``purity_problem``, the first layer, an allow-list of syntax: the language (``tl``, ``triton.language``),
+   other recorded ``@triton.jit`` functions, constants and a few builtins - no plain Python helpers, no
+   imports, no lambdas, no dunder attributes, nothing from the learner's notebook but the kernel itself.
+   Decorators are dropped (the judge wraps the function itself) and default values must be constants. It
+   runs first because it reads the source without running anything of it (the compiler's front end
+   evaluates constexpr expressions as Python), and because its messages name what is wrong plainly.
 
 Attributes are an allow-list, because the interpreter runs the body as Python in the judge's process: a path
 from a language module must stay inside the language (``triton.knobs`` reaches ``re``, whose ``enum`` holds
@@ -22,6 +31,7 @@ import linecache
 import types
 
 from .compat import parse_python
+from .triton_frontend import constant_from_json, one_function
 
 # Builtins the Triton compiler itself accepts in a kernel body.
 BUILTINS = {"range", "min", "max", "len", "int", "float", "bool", "abs", "print", "isinstance", "enumerate",
@@ -43,19 +53,8 @@ _FORBIDDEN = (ast.Lambda, ast.Import, ast.ImportFrom, ast.Global, ast.Nonlocal, 
 
 
 def _function(source: str) -> ast.FunctionDef:
-    """The one function a recorded source holds, without its decorators (the judge applies triton.jit) and
-    without statements that are only a constant (a docstring): the interpreter finds the function in the rebuilt
-    text by its ``def`` line, and a docstring holding a line ``def ...`` (and the body it wanted run) was taken
-    for the function (a red-team kernel, 2026-11-27: its checked body was one tl.program_id, its run body exec)."""
-    tree = parse_python(source)
-    fns = [n for n in tree.body if isinstance(n, ast.FunctionDef)]
-    if len(tree.body) != 1 or len(fns) != 1:
-        raise ValueError("the recorded source is not one function definition")
-    fn = fns[0]
-    fn.decorator_list = []
-    fn.body = [n for n in fn.body if not (isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant))] or \
-        [ast.Pass()]
-    return fn
+    """The one function a recorded source holds (triton_frontend.one_function), parsed one thread at a time."""
+    return one_function(source, parse_python)
 
 
 def purity_problem(entry: dict) -> str | None:
@@ -252,11 +251,47 @@ def build(entries: dict, kid: str, made: dict | None = None):
     return kernel
 
 
-def constant_from_json(c):
-    import triton.language as tl
-    if isinstance(c, dict) and "tl_dtype" in c:
-        return tl.dtype(c["tl_dtype"])  # recorded as str(dtype): "fp16", "bf16", "int32", ...
-    return c
 
 
-__all__ = ["BUILTINS", "build", "constant_from_json", "purity_problem"]
+# ---------------------------------------------------------------- Triton's own front end
+
+_VERDICTS: dict = {}  # (kernels, kernel id, launch arguments) as JSON -> why refused, or None: this process's answers
+
+
+def _verdict_key(entries: dict, launch: dict) -> str:
+    import json
+    return json.dumps([entries, launch["kernel"], sorted(dict(launch["args"]).items())], sort_keys=True, default=str)
+
+
+def frontend_problems(entries: dict, launches: list, timeout_s: float = 120.0) -> dict:
+    """{(kernel id, launch index): why} for the recorded launches whose kernel Triton's own compiler refuses as
+    launched (triton_frontend.py), empty when it accepts them all. The compiler runs in a process of its own
+    started with Triton not in interpreter mode: in this one, Triton's library of @jit functions (tl.sigmoid,
+    tl.max's combine, ...) are the interpreter's, which the compiler cannot lower. That process inherits this
+    one's confinement (a judge that interprets is confined before it replays); ``-I`` keeps the script's folder
+    (kernellab's modules) and the environment's Python variables out of its imports. Answers are kept for this
+    process: a judge asks once for all its records, in its compile phase (judge.py), and its replays find them."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from . import triton_frontend
+    keys = [_verdict_key(entries, e) for e in launches]
+    todo = [{"kernel": e["kernel"], "args": dict(e["args"])} for e, k in zip(launches, keys) if k not in _VERDICTS]
+    todo_keys = [k for k in keys if k not in _VERDICTS]
+    if todo:
+        env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+        try:
+            out = subprocess.run([sys.executable, "-I", triton_frontend.__file__], input=json.dumps(
+                {"entries": entries, "launches": todo}), capture_output=True, text=True, timeout=timeout_s, env=env)
+            answer = json.loads(out.stdout.strip().splitlines()[-1])
+        except (subprocess.TimeoutExpired, ValueError, IndexError, OSError) as exc:
+            answer = {str(i): f"Triton's compiler could not be asked about the kernel ({type(exc).__name__})"
+                      for i in range(len(todo))}
+        for i, k in enumerate(todo_keys):
+            _VERDICTS[k] = str(answer[str(i)])[:400] if str(i) in answer else None
+    return {(e["kernel"], i): _VERDICTS[k] for i, (e, k) in enumerate(zip(launches, keys)) if _VERDICTS[k]}
+
+
+__all__ = ["BUILTINS", "build", "constant_from_json", "frontend_problems", "purity_problem"]

@@ -104,7 +104,7 @@ def grade_class(course, lesson: str, jobs: int | None = None, force: bool = Fals
     from kernellab.ceilings import measure_ceilings
     from kernellab.lessons import problems_of
     from kernellab.learner import facts as device_facts
-    from kernellab.notebook_cells import read_notebook
+    from kernellab.notebook_source import read_notebook
     from kernellab.grading.classroom.gpu_usage import GpuUsage
     from kernellab.grading.judge.secret import course_secret
     from kernellab.grading.classroom.slots import GpuSlots

@@ -17,7 +17,7 @@ from kernellab.grading.instructor import submissions as S
 from kernellab.grading.judge import harness
 import json
 import pathlib
-from kernellab.notebook_cells import sources_for
+from kernellab.notebook_source import sources_for
 import sys
 
 from . import entries as _entries

@@ -36,7 +36,7 @@ from nbformat.v4 import new_output
 from nbgrader.preprocessors import NbGraderPreprocessor
 from traitlets import Bool, Unicode
 
-from kernellab.notebook_cells import graded_test_id
+from kernellab.notebook_source import graded_test_id
 
 
 def _registered(lesson: str) -> dict:
@@ -136,10 +136,16 @@ class GradeOfRecord(NbGraderPreprocessor):
             from kernellab.grading.judge.store import STORE_DIR, Store
             store = Store(self.store_dir or pathlib.Path(root) / STORE_DIR)
         results = grade_notebook(nb, lesson, student, course_secret(root), logs_dir=logs, store=store)
+        written = set()
         for cell in nb.cells:
             gid = graded_test_id(cell)
             if gid not in results:
                 continue
+            if gid in written:  # a second test cell claiming the same grade_id: one problem scores once
+                cell.outputs = [new_output("error", ename="NotGraded", evalue=f"`{gid}` is graded once", traceback=[
+                    f"NotGraded: another test cell of this notebook already holds `{gid}`; this copy scores 0."])]
+                continue
+            written.add(gid)
             score, points, why = results[gid]
             mark = "✓" if score >= points else ("◐" if score > 0 else "✗")
             cell.outputs = [

@@ -39,7 +39,7 @@ def regrade(lesson: str, problems=None, times: int = 20, notebook=None, progress
     from kernellab.ceilings import measure_ceilings
     from kernellab.learner import facts as device_facts
     from kernellab.lessons import problems_of
-    from kernellab.notebook_cells import read_notebook
+    from kernellab.notebook_source import read_notebook
     from kernellab.paths import repo_root
     from kernellab.grading.judge import harness
     from kernellab.grading.judge.harness import clamp_points, grade_problem

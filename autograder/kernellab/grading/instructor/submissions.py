@@ -6,7 +6,7 @@ import re
 
 import nbformat
 
-from kernellab.notebook_cells import grade_id
+from kernellab.notebook_source import grade_id
 
 _SOLUTION = re.compile(r"^[ \t]*### BEGIN SOLUTION\n(.*?)^[ \t]*### END SOLUTION\n?", re.S | re.M)
 

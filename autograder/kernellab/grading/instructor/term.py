@@ -22,7 +22,7 @@ import subprocess
 import sys
 import time
 
-from kernellab.notebook_cells import grade_id, read_notebook, to_python
+from kernellab.notebook_source import grade_id, read_notebook, to_python
 from kernellab.paths import nbgrader_command, tool_env
 
 

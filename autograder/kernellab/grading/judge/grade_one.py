@@ -12,19 +12,15 @@ import sys
 from kernellab.device import DEVICE
 from kernellab.lessons import LESSONS, problems_of
 from kernellab.grading.judge.harness import grade_notebook
-from kernellab.notebook_cells import grade_id
 
 
-def lesson_of(nb, path: pathlib.Path) -> str:
-    """The lesson a notebook belongs to: its file name, else the lesson whose graded cells it carries most of."""
+def lesson_of(path: pathlib.Path) -> str:
+    """The lesson a notebook is graded as: the one its file name ends with (nbgrader's and the course's names).
+    Never guessed from what the notebook holds: its cells and metadata are the learner's to write."""
     for lesson in LESSONS:
         if path.stem.endswith(lesson) or path.stem == lesson:
             return lesson
-    ids = {grade_id(c) for c in nb.cells}
-    best = max(LESSONS, key=lambda lesson: len(ids & set(problems_of(lesson))))
-    if not ids & set(problems_of(best)):
-        raise SystemExit(f"{path}: no graded cell of any lesson found; is this a KernelLab notebook?")
-    return best
+    raise SystemExit(f"{path}: the file name names no lesson ({', '.join(LESSONS)}); pass --lesson LESSON.")
 
 
 def grade_file(path, json_out=None, problems=None, secret_file=None, student: str | None = None,
@@ -34,7 +30,7 @@ def grade_file(path, json_out=None, problems=None, secret_file=None, student: st
     from kernellab.grading.judge.secret import course_secret
     path = pathlib.Path(path)
     nb = nbformat.read(str(path), as_version=4)
-    lesson = lesson or lesson_of(nb, path)
+    lesson = lesson or lesson_of(path)
     if secret_file:
         secret = pathlib.Path(secret_file).read_bytes().strip()
     else:

@@ -25,11 +25,10 @@ import torch
 
 from kernellab.device import DEVICE
 from kernellab.lessons import problems_of
-from kernellab.notebook_cells import grade_id, sources_for
+from kernellab.notebook_source import sources_for
 from kernellab.paths import pythonpath_with_package
 from kernellab.problems.base import (CallResult, Outcome, judge_answers, judge_correctness, judge_function,
                              seeded_generator)
-from kernellab.grading.worker import compile_ahead
 from kernellab.grading.judge import worker_files
 from kernellab.grading.processes import zygote
 from kernellab.grading.classroom.cores import pin
@@ -361,14 +360,10 @@ def grade_problem(problem, nb, seed: int, ceil=None, facts: dict | None = None,
         elif problem.kind == "function":
             cases = problem.make_cases(seeded_generator(seed))
             job["calls"] = cases
-        elif problem.kind == "speed":
-            # Inputs for timing come from a one-time seed derived here; the secret never leaves. The baseline is
-            # timed by a judge process of its own (below), never beside the learner's code.
-            job["seed"] = seed ^ int.from_bytes(os.urandom(5), "little")
-            job["baseline_elsewhere"] = True
+        elif problem.kind == "speed":  # replayable() holds every speed problem: none is timed in a worker
+            return Outcome(problem.id, 0.0, "Grading this problem failed: its speed is not replayed."), record
         (jobdir / "job.json").write_text(json.dumps(job))
-        # A whole program's speed (lesson 07's compiled step) is timed in its worker: that worker needs its GPU alone.
-        data, why = _run_worker(jobdir, interpreted, limit_s, record, alone=problem.kind == "speed", owner=owner)
+        data, why = _run_worker(jobdir, interpreted, limit_s, record, owner=owner)
         if why:
             return Outcome(problem.id, 0.0, why), record
     if data.get("error"):
@@ -379,43 +374,28 @@ def grade_problem(problem, nb, seed: int, ceil=None, facts: dict | None = None,
         return judge_function(problem, cases, data.get("results", [])), record
     if problem.kind == "answers":
         return judge_answers(problem, data.get("values", {}), facts or {}), record
-    if problem.kind == "speed":
-        m = data["measurement"]
-        m["sketches"] = [tuple(s) for s in m["sketches"]]
-        if not m.get("error"):
-            base, why = _baseline_in_a_clean_process(problem, job["seed"], lesson, record)
-            if why:
-                return Outcome(problem.id, 0.0, why), record
-            m["base_ms"] = base
-        return _judge_speed_here(problem, job["seed"], m, ceil), record
     return Outcome(problem.id, 0.0, f"unknown problem kind {problem.kind}"), record
 
 
-def _baseline_in_a_clean_process(problem, seed: int, lesson: str, record: dict) -> tuple[list, str | None]:
-    """The baseline of a problem timed in its worker (a whole program), timed in a judge process that never
-    loaded learner code. Returns (baseline ms, None) or ([], why)."""
-    with tempfile.TemporaryDirectory(prefix="kl-base-") as tmp:
-        judge = pathlib.Path(tmp)
-        (judge / "records.json").write_text("[]")
-        (judge / "judge.json").write_text(json.dumps({"lesson": lesson, "problem": problem.id, "seed": seed,
-                                                      "baseline_only": True}))
-        why, info = _run_child(judge, False, None, module="kernellab.grading.judge.judge", result="judged.pt",
-                               handoff=True)
-        record.update({f"baseline_{k}": v for k, v in info.items()})
-        if why:
-            return [], "Timing the baseline failed: " + why
-        m = worker_files.load_torch(judge / "judged.pt")["measurement"]
-    record["baseline_alloc_retries"] = m.get("alloc_retries", 0)
-    record["baseline_gpu_state"] = m.get("gpu_state")
-    if m.get("error") or not m.get("base_ms"):
-        return [], f"Timing the baseline failed: {m.get('error') or 'no times'}"
-    return m["base_ms"], None
-
-
-def call_result(row: dict) -> CallResult:
-    """A CallResult from a child's plain-data row (the record it carried stays behind: it was replayed)."""
+def call_result(row: dict, judged: bool = False) -> CallResult:
+    """A CallResult from a child's plain-data row (the record it carried stays behind: it was replayed); a judge's
+    messages (``judged``) as the learner may read them (``judge_said``)."""
     fields = {f.name for f in dataclasses.fields(CallResult)} - {"record"}
-    return CallResult(**{k: v for k, v in row.items() if k in fields})
+    out = {k: v for k, v in row.items() if k in fields}
+    if judged:
+        out.update({k: judge_said(out[k]) for k in ("error", "overrun") if out.get(k)})
+    return CallResult(**out)
+
+
+JUDGE_SAID_MAX = 400
+
+
+def judge_said(text) -> str:
+    """A judge's message as the learner reads it: printable characters on one line, at most JUDGE_SAID_MAX of them.
+    What a judge says comes from Triton, CUDA and the course's own checks, never from learner Python; bounded all
+    the same, so that no judge's exception text is a channel out of it."""
+    said = " ".join("".join(ch if ch.isprintable() else " " for ch in str(text)).split())
+    return said if len(said) <= JUDGE_SAID_MAX else said[:JUDGE_SAID_MAX - 3] + "..."
 
 
 def replayable(problem) -> bool:
@@ -493,11 +473,11 @@ def _grade_by_replay(problem, sources, seed: int, ceil, lesson: str, limit_s, re
             if why:
                 return Outcome(problem.id, 0.0, why), record
             record["compile_ahead"] = data.get("ahead")
-            if not compile_ahead.broke(data.get("ahead")):
+            if not (data.get("ahead") or {}).get("broke"):  # what compile_ahead.broke reads
                 break
             # Its dry pass (grading/worker/compile_ahead.py) left the worker's GPU unusable: graded again without it, so that
             # the pass costs time, never points.
-            record["compile_ahead_broke"] = compile_ahead.broke(data["ahead"])
+            record["compile_ahead_broke"] = data["ahead"]["broke"]
             shutil.rmtree(work)
         if data.get("error"):
             return Outcome(problem.id, 0.0, data["error"]), record
@@ -534,7 +514,8 @@ def _grade_by_replay(problem, sources, seed: int, ceil, lesson: str, limit_s, re
     results = []
     for worker_row, replayed in zip(rows, judged.get("results", [])):
         # The worker can only lose points for itself: its errors stand; a clean claim is replaced by the replay.
-        results.append(call_result(worker_row if worker_row.get("error") or replayed is None else replayed))
+        mine = worker_row.get("error") or replayed is None
+        results.append(call_result(worker_row if mine else replayed, judged=not mine))
     return _judge_correctness(problem, cases, results), record
 
 
@@ -586,11 +567,13 @@ def _run_judge(problem, judge: pathlib.Path, interpreted: bool, limit_s, record:
         return Outcome(problem.id, 0.0, why.replace("The process running your code", "The judge replaying your kernels"))
     judged = worker_files.load_torch(judge / "judged.pt")
     record["judge_sandbox"] = str(judged.get("sandbox"))[:120]  # grading/processes/sandbox.py, where the judge interprets
-    return Outcome(problem.id, 0.0, judged["error"]) if judged.get("error") else judged
+    return Outcome(problem.id, 0.0, judge_said(judged["error"])) if judged.get("error") else judged
 
 
 def _judge_timing(problem, judged: dict, judge_seed: int, ceil) -> Outcome:
     m = judged["measurement"]
+    if m.get("error"):
+        m["error"] = judge_said(m["error"])
     m["sketches"] = [tuple(s) for s in m.get("sketches", [])]
     return _judge_speed_here(problem, judge_seed, m, ceil)
 
@@ -615,10 +598,27 @@ def clamp_points(fraction: float, points: float) -> float:
     return round(max(0.0, min(1.0, float(fraction))) * float(points), 4)
 
 
-def problem_points(problem, nb) -> float:
-    """The points of ``problem``'s test cell in ``nb`` (the registered points if the cell has none)."""
-    cell = {grade_id(c): c for c in nb.cells}.get(problem.id)
-    return float(((cell or {}).get("metadata", {}).get("nbgrader") or {}).get("points", problem.points))
+_COURSE_POINTS: dict = {}
+
+
+def course_points(problem, lesson: str) -> float:
+    """The most ``problem`` can score: the points of its test cell in the course's source notebook
+    (solutions/<lesson>/, what nbgrader's gradebook holds after generate_assignment), else its registered points.
+    Never the submitted notebook's: its metadata is the learner's to write (a cell claiming 400 points for a
+    4-point problem was graded out of 400, 2026-11-28)."""
+    if lesson not in _COURSE_POINTS:
+        import nbformat
+
+        from kernellab.paths import repo_root
+        points = {}
+        path = repo_root() / "solutions" / lesson / f"{lesson}.ipynb"
+        if path.is_file():
+            for c in nbformat.read(str(path), as_version=4).cells:
+                meta = (c.get("metadata") or {}).get("nbgrader") or {}
+                if meta.get("grade") and not meta.get("solution") and isinstance(meta.get("points"), (int, float)):
+                    points[meta.get("grade_id")] = float(meta["points"])
+        _COURSE_POINTS[lesson] = points
+    return _COURSE_POINTS[lesson].get(problem.id, float(problem.points))
 
 
 def failed(message: str) -> bool:
@@ -642,7 +642,7 @@ def grade_stored(p, nb, lesson: str, student: str, secret: bytes, ceil, facts: d
     ``grade_problem``, here; a Ray cluster's is grading/classroom/cluster.py's, which sends the seed and never the secret).
     With a ``store``: a stored result is taken as it is (unless ``force``), a new one is stored as soon as it is
     graded (a harness failure is not stored, so a rerun tries again). The audit result.json is written either way."""
-    points = problem_points(p, nb) if points is None else points
+    points = course_points(p, lesson) if points is None else points
     key = store_key(store, nb, lesson, student, secret, p.id, nb_hash) if store is not None else None
     entry = store.get(key) if key is not None and not force else None
     if entry is not None:

@@ -78,8 +78,9 @@ def replay_case(problem, case, rec: dict, folder: str, device: str):
 
 
 def replay_function(rec: dict, folder: str, device: str, rule=None):
-    """The recorded call as a function of fresh inputs (timed runs: no guards, no NaN fill). The replay is
-    built, and its kernels loaded, by the first call: timing's untimed warm-up."""
+    """The recorded call as a function of fresh inputs (timed runs: no guards; every buffer it allocates poisoned
+    before each timed run, outside the timing: ``before_timed_call``). The replay is built, and its kernels
+    loaded, by the first call: timing's untimed warm-up."""
     from kernellab.replay import Replay
     built = []
 
@@ -88,7 +89,34 @@ def replay_function(rec: dict, folder: str, device: str, rule=None):
             built.append(Replay(rec, folder, device, len(inputs), rule=rule))
         outs = built[0].run(list(inputs), guarded=False)
         return outs if rec.get("tuple") else outs[0]
+
+    def poison():  # timing calls it before each timed run, outside the timed region
+        if built:
+            built[0].poison()
+    run.before_timed_call = poison
+    run.replay = lambda: built[0] if built else None
     return run
+
+
+def ask_the_compiler(records: list) -> None:
+    """Triton's compiler asked at once, in one process, about every launch of every record (kernel_source keeps the
+    answers for the replays, which refuse what it refused): one compiler process per judge, in the judge's compile
+    phase, not one per replay in its run phase."""
+    from kernellab.kernel_source import frontend_problems
+    groups: dict = {}
+    for rec in records:
+        if not isinstance(rec, dict) or not isinstance(rec.get("kernels"), dict):
+            continue
+        launches = [e for e in rec.get("events", []) if isinstance(e, dict) and e.get("op") == "launch"
+                    and isinstance(e.get("args"), list) and rec["kernels"].get(e.get("kernel"), {}).get("kind") == "source"]
+        if launches:
+            key = json.dumps(rec["kernels"], sort_keys=True, default=str)
+            groups.setdefault(key, (rec["kernels"], []))[1].extend(launches)
+    for entries, launches in groups.values():
+        try:
+            frontend_problems(entries, launches)
+        except (TypeError, ValueError, KeyError):  # a malformed record: its replay refuses it with the reason
+            pass
 
 
 def _confine_if_interpreting(job_dir: pathlib.Path, device: str) -> str:
@@ -127,6 +155,9 @@ def main(jobdir: str, parent_pid: int) -> int:
     folder = str(job_dir / "kernels")
     device = "cpu" if job.get("interpreted") or not DEVICE.on_gpu else "cuda"
     out = {"error": None, "sandbox": _confine_if_interpreting(job_dir, device)}
+    if device == "cpu":  # Triton's compiler asked about every kernel to be interpreted, under the compile budget
+        (job_dir / "phase").write_text("compile")
+        ask_the_compiler(records)
     (job_dir / "phase").write_text("run")
     if problem.kind == "correctness":
         cases = torch.load(job_dir / "cases.pt", weights_only=False)
@@ -151,12 +182,9 @@ def main(jobdir: str, parent_pid: int) -> int:
             alone["state"] = gpu_state()  # clocks, power and the driver's reasons, around the timing (the record's)
             alone["retries"] = torch.cuda.memory_stats().get("num_alloc_retries", 0)
         try:
-            if job.get("baseline_only"):  # a whole program timed in its worker: only the baseline here
-                m = measure_speed(None, problem, job["seed"], watch=False, parts=("base",), ready=ready)
-            else:
-                # A record holds the problem's call hook too, if it has one: the replay is called as it is.
-                m = measure_speed(replay_function(records[0], folder, "cuda", problem.replay_ops), problem,
-                                  job["seed"], watch=False, hook=False, ready=ready)
+            # A record holds the problem's call hook too, if it has one: the replay is called as it is.
+            m = measure_speed(replay_function(records[0], folder, "cuda", problem.replay_ops), problem,
+                              job["seed"], watch=False, hook=False, ready=ready)
         except Exception as exc:  # noqa: BLE001 - a refused record, or a kernel failing in a timed run
             m = {"error": describe_exception(exc, f"`{problem.names[0]}` at the timed size")}
         if alone:  # it had the GPU alone (a warm-up that failed never asks)

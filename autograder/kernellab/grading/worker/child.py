@@ -149,10 +149,9 @@ def main(jobdir: str, parent_pid: int) -> int:
     from kernellab.device import DEVICE
     from kernellab.lessons import problems_of
     from kernellab.problems.base import call_learner, run_case, run_correctness, run_function
-    from kernellab.timing import measure_speed
 
     # Trusted references, bound before any learner code exists in this process.
-    _save, _run_corr, _run_case, _run_fn, _measure = torch.save, run_correctness, run_case, run_function, measure_speed
+    _save, _run_corr, _run_case, _run_fn = torch.save, run_correctness, run_case, run_function
     _call = call_learner
     _asdict = dataclasses.asdict
     problem = problems_of(job["lesson"])[job["problem"]]
@@ -269,22 +268,17 @@ def main(jobdir: str, parent_pid: int) -> int:
                 if compile_ahead.broke(out["ahead"]):
                     return finish()
                 _tune_alone(first_call, job_dir)
-            else:  # a whole program timed here: this process has had its GPU alone from its start
-                _call(problem, fn, *warm)
+            else:  # every speed problem is replayed (harness.replayable): a worker never times
+                return finish(error="this problem's speed is graded from a replay only")
             torch.cuda.synchronize()
             del warm
         except Exception as exc:  # noqa: BLE001
             from kernellab.invoke import describe_exception
             return finish(error=describe_exception(exc, f"`{problem.names[0]}` at the timed size"))
         phase("run")
-        if record:  # the judge times a replay of this call; nothing is timed here
-            timed = _record_timed_call(fn, problem, job["seed"], job_dir / "kernels", phase)
-            return finish(**{**timed, "error": tampered() or timed.get("error")})
-        # Whole programs that are not replayed: only the candidate is timed here; the baseline is timed by a judge
-        # process where no learner code was loaded (a torch.library registration here cannot slow it).
-        m = _measure(fn, problem, job["seed"], parts=("cand",) if job.get("baseline_elsewhere") else ("cand", "base"))
-        m["sketches"] = [[i, idx, vals] for i, idx, vals in m["sketches"]]
-        return finish(error=tampered(), measurement=m)
+        # The judge times a replay of this call; nothing is timed here.
+        timed = _record_timed_call(fn, problem, job["seed"], job_dir / "kernels", phase)
+        return finish(**{**timed, "error": tampered() or timed.get("error")})
     return finish(error=f"unknown problem kind {problem.kind}")
 
 
