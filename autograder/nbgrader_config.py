@@ -57,12 +57,15 @@ c.Autograde.create_student = True
 # here, not in kernellab, for the reason above: importing kernellab imports torch.
 from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor, Preprocessor  # noqa: E402
 from nbgrader.preprocessors import GetGrades  # noqa: E402
+from traitlets import Bool  # noqa: E402
 
 FEEDBACK_CSS = ".output_area pre, .output_subarea pre, div.output_text pre {white-space: pre-wrap; " \
                "overflow-wrap: anywhere;}"
 
 
 class TidyFeedback(Preprocessor):
+    enabled = Bool(True)  # nbconvert's preprocessors are off unless enabled; nbgrader registers them as they are
+
     def preprocess(self, nb, resources):
         for cell in nb.cells:
             if cell.cell_type == "code" and (cell.metadata.get("nbgrader") or {}).get("grade"):

@@ -39,7 +39,7 @@ def reason(message: str) -> str:
     that two students who lost points for the same thing group together."""
     first = re.split(r"(?<=[.!?])\s", message.strip(), maxsplit=1)[0]
     first = re.sub(r"`[^`]*`|'[^']*'", "…", first)
-    return re.sub(r"[-+]?\d[\d.,e+-]*x?", "#", first)[:160]
+    return re.sub(r"[-+]?\d+(?:[.,]\d+)*(?:e[-+]?\d+)?x?", "#", first)[:160]
 
 
 def analyse(recs: list[dict]) -> dict:

@@ -147,7 +147,8 @@ class GradeOfRecord(NbGraderPreprocessor):
                 continue
             score, points, why = results[gid]
             mark = "✓" if score >= points else ("◐" if score > 0 else "✗")
-            if not score and problems[gid].not_gradable_here():
+            cannot = problems[gid].not_gradable_here()
+            if not score and cannot and cannot in why:  # not one that was unwritten or failed for another reason
                 # Not a lost point but a problem this machine cannot grade: said so, and flagged by AwaitingGpu
                 # so that nbgrader's formgrader lists it as needing a grade.
                 awaiting.append(gid)

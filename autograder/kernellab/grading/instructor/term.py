@@ -166,6 +166,71 @@ def gpu_notice(lesson: str) -> str | None:
         bar])
 
 
+def feedback_root(course: pathlib.Path) -> pathlib.Path:
+    """Where nbgrader writes feedback: nbgrader_config's feedback_directory (autograder/feedback/)."""
+    return pathlib.Path(course).resolve() / "feedback"
+
+
+def feedback_pages(course: pathlib.Path, lesson: str) -> list[pathlib.Path]:
+    return sorted(feedback_root(course).glob(f"*/{lesson}/{lesson}.html"))
+
+
+def tidy_export(course: pathlib.Path) -> dict:
+    """After ``nbgrader export``: keep in grades.csv only the assignments someone submitted (nbgrader writes a
+    row of zeros per student for every assignment in the gradebook, submitted or not), and add a column
+    ``awaiting_gpu``: the points of each submission that its grading machine could not grade (AwaitingGpu)."""
+    import csv
+    path = pathlib.Path(course).resolve() / "grades.csv"
+    with open(path, newline="") as f:
+        rows = list(csv.DictReader(f))
+    handed_in, awaiting = _gradebook_facts(course)
+    # a row with a timestamp was submitted too (the gradebook is the record; the timestamp may be absent)
+    submitted = {a for a, _ in handed_in} | {r["assignment"] for r in rows if r["timestamp"]}
+    kept = [r for r in rows if r["assignment"] in submitted]
+    fields = (list(rows[0].keys()) if rows else ["assignment", "student_id"]) + ["awaiting_gpu"]
+    for r in kept:
+        r["awaiting_gpu"] = f"{awaiting.get((r['assignment'], r['student_id']), 0.0):g}"
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=fields)
+        w.writeheader()
+        w.writerows(kept)
+    return {"path": path, "rows": len(kept), "assignments": sorted(submitted),
+            "dropped": sorted({r["assignment"] for r in rows} - submitted),
+            "students": len({r["student_id"] for r in kept}),
+            "awaiting": {k: v for k, v in awaiting.items() if v and k[0] in submitted}}
+
+
+def _gradebook_facts(course: pathlib.Path) -> tuple[set, dict]:
+    """From the gradebook: every (assignment, student) with a submission, and (assignment, student) -> points
+    marked as needing a manual grade that no one has given yet."""
+    from nbgrader.api import Gradebook
+    db = pathlib.Path(course).resolve() / "gradebook.db"
+    if not db.exists():
+        return set(), {}
+    handed_in, awaiting = set(), {}
+    with Gradebook(f"sqlite:///{db}") as gb:
+        for assignment in gb.assignments:
+            for sub in assignment.submissions:
+                key = (assignment.name, sub.student.id)
+                handed_in.add(key)
+                for nb in sub.notebooks:
+                    for g in nb.grades:
+                        if g.needs_manual_grade and g.manual_score is None:
+                            awaiting[key] = awaiting.get(key, 0.0) + float(g.max_score or 0)
+    return handed_in, awaiting
+
+
+def describe_export(ex: dict) -> str:
+    lines = [f"wrote {ex['path']}: {ex['rows']} rows, {ex['students']} students, "
+             f"assignments with submissions: {', '.join(ex['assignments']) or 'none'}"]
+    if ex["dropped"]:
+        lines.append(f"  left out (no submissions): {', '.join(ex['dropped'])}")
+    if ex["awaiting"]:
+        lines.append(f"  {len(ex['awaiting'])} submissions have points awaiting a GPU grading (column awaiting_gpu; "
+                     "they count as 0 in score until graded on a GPU)")
+    return "\n".join(lines)
+
+
 def report(course: pathlib.Path, lesson: str, out: pathlib.Path) -> dict:
     """The class report (grading/instructor/class_report.py) written to ``out``; returns per problem: n, full,
     scores, max, ratios per GPU model."""
