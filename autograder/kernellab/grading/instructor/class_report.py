@@ -62,7 +62,7 @@ def analyse(recs: list[dict]) -> dict:
         t[1] += top
         details = r.get("details") or {}
         value = details.get("value")
-        if isinstance(value, (int, float)):
+        if isinstance(value, (int, float)) and not details.get("flagged"):  # a rejected time is no speed
             gpu = ((r.get("environment") or {}).get("device") or {}).get("name", "?")
             p["ratios"].setdefault(gpu, []).append(float(value))
         why = str(r.get("why", ""))
@@ -146,6 +146,8 @@ def _table(head: list[str], rows: list[list]) -> str:
     return f"<table><tr>{h}</tr>{b}</table>"
 
 
+SHOWN = 300  # similar pairs listed on the page, most similar first (a class that shares one published solution
+# would otherwise list every pair of every cell)
 CSS = ("body{font-family:system-ui,sans-serif;max-width:60rem;margin:2rem auto;padding:0 1rem;color:#222}"
        "table{border-collapse:collapse;margin:.5rem 0}td,th{border:1px solid #ccc;padding:.25rem .5rem;"
        "text-align:left;vertical-align:top;max-width:36rem;overflow-wrap:anywhere}th{background:#f3f3f3}"
@@ -198,7 +200,7 @@ def report(course: pathlib.Path, lesson: str, out: pathlib.Path, solution_nb=Non
     parts += ["<h2>Problems</h2>", _table(["problem", "kind", "graded", "full points", "mean score"], problem_rows)]
     images = _plots(a)
     parts += [f"<h2>{t}</h2><img alt='{t}' src='data:image/png;base64,{b}'>" for t, b in images]
-    parts += ["<h2>Speed ratios per GPU model</h2>",
+    parts += ["<h2>Speed ratios: median and range</h2>",
               "<p class='note'>The ratio to the baseline timed in the same run; bands are per GPU model.</p>",
               _table(["problem", "GPU", "graded", "median", "range"], ratio_rows),
               "<h2>Most common reasons for lost points</h2>",
@@ -213,7 +215,9 @@ def report(course: pathlib.Path, lesson: str, out: pathlib.Path, solution_nb=Non
               f"layout and renaming every identifier (grading/instructor/similarity.py); the release cell's own "
               f"code is left out. Listed at a Jaccard index of {limit:.2f} or more; cells shorter than "
               f"{similarity.MIN_SHINGLES} 5-grams are not compared. A reason to look, not proof.</p>",
-              _table(["submission", "similar to", "cell", "similarity", "shared 5-grams"], sim_rows)]
+              _table(["submission", "similar to", "cell", "similarity", "shared 5-grams"], sim_rows[:SHOWN]),
+              f"<p class='note'>... and {len(sim_rows) - SHOWN} more pairs, less similar.</p>"
+              if len(sim_rows) > SHOWN else ""]
     page = (f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(lesson)}: class report</title>"
             f"<style>{CSS}</style></head><body>{''.join(parts)}</body></html>")
     out = pathlib.Path(out)
