@@ -146,7 +146,9 @@ def gpu_notice(lesson: str) -> str | None:
     """A loud paragraph, before any grading, when this machine cannot grade some of ``lesson``'s problems (speed
     without a GPU, lesson 08's speed on a GPU older than sm_90); None when it can grade them all."""
     from kernellab.device import DEVICE
-    from kernellab.lessons import problems_of
+    from kernellab.lessons import LESSONS, problems_of
+    if lesson not in LESSONS:
+        return None  # the queue says what is wrong with the lesson id
     problems = problems_of(lesson)
     cannot = {gid: p for gid, p in problems.items() if p.not_gradable_here()}
     if not cannot:
