@@ -39,13 +39,39 @@ c.Autograde.sanitize_preprocessors = [
     "nbgrader.preprocessors.OverwriteKernelspec", f"{plugin}.InertMarkdown", "nbgrader.preprocessors.OverwriteCells",
     "nbgrader.preprocessors.CheckCellMetadata"]
 # LeaveUnrun runs no learner code in nbgrader's process tree (no notebook kernel); GradeOfRecord grades each
-# problem in its own processes.
+# problem in its own processes; AwaitingGpu marks the problems this machine could not grade (speed without a GPU)
+# as needing a manual grade, after SaveAutoGrades wrote their 0.
 c.Autograde.autograde_preprocessors = [
     f"{plugin}.LeaveUnrun", f"{plugin}.GradeOfRecord", "nbgrader.preprocessors.IgnorePattern",
     "nbconvert.preprocessors.ClearMetadataPreprocessor", "nbgrader.preprocessors.LimitOutput",
-    "nbgrader.preprocessors.SaveAutoGrades", "nbgrader.preprocessors.AssignLatePenalties",
+    "nbgrader.preprocessors.SaveAutoGrades", f"{plugin}.AwaitingGpu", "nbgrader.preprocessors.AssignLatePenalties",
     "nbgrader.preprocessors.CheckCellMetadata"]
 c.GradeOfRecord.course_root = here
 c.GradeOfRecord.logs_dir = os.path.join(here, "grading_logs")
 c.GenerateAssignment.create_assignment = True
 c.Autograde.create_student = True
+
+# Feedback (generate_feedback, `kernellab term feedback`): the grade-of-record paragraph under each test cell wraps
+# at the page's edge (a stream output is a <pre>, cut off at the right otherwise), and the bare score each test cell
+# carries for nbgrader (an `Out[ ]: 1` under the paragraph that already says "1 / 1") is left out of the page. Defined
+# here, not in kernellab, for the reason above: importing kernellab imports torch.
+from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor, Preprocessor  # noqa: E402
+from nbgrader.preprocessors import GetGrades  # noqa: E402
+from traitlets import Bool  # noqa: E402
+
+FEEDBACK_CSS = ".output_area pre, .output_subarea pre, div.output_text pre {white-space: pre-wrap; " \
+               "overflow-wrap: anywhere;}"
+
+
+class TidyFeedback(Preprocessor):
+    enabled = Bool(True)  # nbconvert's preprocessors are off unless enabled; nbgrader registers them as they are
+
+    def preprocess(self, nb, resources):
+        for cell in nb.cells:
+            if cell.cell_type == "code" and (cell.metadata.get("nbgrader") or {}).get("grade"):
+                cell.outputs = [o for o in cell.outputs if o.get("output_type") != "execute_result"]
+        resources.setdefault("inlining", {}).setdefault("css", []).append(FEEDBACK_CSS)
+        return nb, resources
+
+
+c.GenerateFeedback.preprocessors = [GetGrades, CSSHTMLHeaderPreprocessor, TidyFeedback]

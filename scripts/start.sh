@@ -3,7 +3,7 @@
 # KERNELLAB_SMOKE=1 starts JupyterLab headless, checks that it serves a lesson, and stops it (used by CI).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh
+bash scripts/setup.sh learner  # no nbgrader, Ray or test tools in a learner's JupyterLab
 export PATH="$PWD/.venv/bin:$PATH"
 root_flag=()
 [ "$(id -u)" = 0 ] && root_flag=(--allow-root)  # containers and CI machines often run as root

@@ -25,7 +25,7 @@ LAYERS = [
                  "notebook_source"]),
     (2, "problems", ["problems", "problems.*"]),
     (3, "measure", ["timing", "ceilings", "roofline", "sweeps", "profiling", "tuning", "report", "learner"]),
-    (4, "lessons", ["", "lessons", "lessons.attention", "lessons.l*", "lessons.*.problems", "lessons.*.widgets",
+    (4, "lessons", ["", "lessons", "lessons.answers", "lessons.attention", "lessons.l*", "lessons.*.problems", "lessons.*.widgets",
                     "widgets"]),
     (5, "notebook cells", ["notebook_cells"]),
     (6, "grading", ["grading", "grading.*"]),

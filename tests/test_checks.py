@@ -135,10 +135,13 @@ def test_fused_checks_and_speed_cells_without_gpu(capsys):
     assert "not timed" in failure(K.launcher(K.sub_kernel), L.check_add_bandwidth)
 
 
-def test_answers_partial_and_wrong():
+def test_answers_partial_and_wrong(capsys):
     assert L.check_answers_add(3 * 2 * 2**24, 2**24, 1 / 6, "memory") is None
-    partial = L.check_answers_add(3 * 2 * 2**24, 2**24, 1 / 6, "compute")
-    assert float(partial) == pytest.approx(1.5)
+    # Partial credit is said, and nothing is returned: a returned number showed as a stray Out[ ] under the cell.
+    assert L.check_answers_add(3 * 2 * 2**24, 2**24, 1 / 6, "compute") is None
+    assert "(1.5 of 2 points)" in capsys.readouterr().out
+    from kernellab.learner import VERDICTS
+    assert VERDICTS["answers_add"]["fraction"] == pytest.approx(0.75)
     with pytest.raises(CheckFailed):
         L.check_answers_matmul(None, None, None, None)
     with pytest.raises(CheckFailed):

@@ -37,6 +37,17 @@ def test_readme_names_the_two_commands_and_every_lesson_with_a_badge():
     assert "hidden" in readme.lower() and "secret" in readme.lower()
 
 
+def test_readme_layout_names_what_is_there():
+    """The README's layout table: every path it names exists, and scripts/ holds only the three it names."""
+    readme = (ROOT / "README.md").read_text()
+    table = readme[readme.index("## Layout"):]
+    paths = re.findall(r"^\| `([^`]+)` \|", table, re.M)
+    assert len(paths) >= 8
+    for path in paths:
+        assert (ROOT / path).exists(), path
+    assert sorted(p.name for p in (ROOT / "scripts").iterdir()) == ["setup.sh", "start.sh", "test.sh"]
+
+
 def test_no_notebook_markdown_holds_a_control_character():
     """A JSON escape that ate a LaTeX backslash ("\\times" written as "\times") leaves a TAB, backspace,
     form feed or carriage return in the text the learner reads."""

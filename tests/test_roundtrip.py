@@ -188,6 +188,42 @@ def test_preflight_names_missing_cells_and_broken_rules(graded):
     assert out.returncode == 1 and "deleter" in out.stdout and "missing add_correct" in out.stdout
 
 
+def test_speed_graded_without_a_gpu_is_flagged_not_silently_lost(graded):
+    """CI grades without a GPU: the speed problems score 0, and nbgrader's gradebook marks them as needing a grade
+    (the formgrader lists them), the feedback says the 0 is a placeholder, and term export counts their points in
+    a column of their own."""
+    from nbgrader.api import Gradebook
+    course, _, scores = graded
+    with Gradebook(f"sqlite:///{course.ag / 'gradebook.db'}", "kernellab") as gb:
+        grades = {g.name: g for g in gb.find_submission_notebook(L, L, "solution").grades}
+        assert all(grades[gid].needs_manual_grade for gid in SPEED)
+        assert not any(grades[gid].needs_manual_grade for gid in CORRECTNESS)
+        gb.add_assignment("02_tiled_matmul")  # in the gradebook, submitted by no one: not in grades.csv
+    html = (course.ag / "feedback" / "solution" / L / f"{L}.html").read_text()
+    assert "this 0 is a placeholder" in html
+    out = course.term("export")
+    assert out.returncode == 0, out.stderr[-2000:]
+    path = course.ag / "grades.csv"
+    assert f"wrote {path}" in out.stdout and "left out (no submissions): 02_tiled_matmul" in out.stdout
+    import csv
+    rows = {r["student_id"]: r for r in csv.DictReader(open(path))}
+    assert {r["assignment"] for r in csv.DictReader(open(path))} == {L}
+    assert float(rows["solution"]["awaiting_gpu"]) == sum(problems_of(L)[gid].points for gid in SPEED)
+    assert float(rows["solution"]["score"]) == sum(CORRECTNESS.values())  # nbgrader's own score is unchanged
+
+
+def test_term_feedback_says_where_it_wrote_and_its_lines_wrap(graded):
+    course, _, scores = graded
+    out = course.term("feedback", L)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert f"wrote {len(scores)} feedback pages" in out.stdout and str(course.ag.resolve() / "feedback") in out.stdout
+    html = (course.ag / "feedback" / "nomask" / L / f"{L}.html").read_text()
+    assert "white-space: pre-wrap" in html  # the grade-of-record paragraph wraps at the page's edge
+    # nbgrader's score output (the test cell's execute_result, "Out[ ]: 4") stays in the autograded notebook and
+    # off the page: the paragraph above it already says "4 / 4"
+    assert "Out[" not in html and "jp-OutputArea-executeResult" not in html
+
+
 def test_fingerprint_of_a_notebook_the_learner_ran():
     import nbformat
 

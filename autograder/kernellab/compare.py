@@ -64,6 +64,22 @@ def _ranges(idx: torch.Tensor, limit: int = 3) -> str:
     return ", ".join(parts[:limit]) + more
 
 
+def _why_infinite(dtype: torch.dtype, ref: torch.Tensor) -> str:
+    """Infinite where the right value is finite: an overflow only when the right values come near the largest
+    number ``dtype`` holds. Otherwise the usual cause is a load that read past a row or the tensor (a missing
+    mask) and summed whatever lay there; telling that learner to compute in float32 misled (issue 54: a missing K
+    mask in an fp32-accumulating matmul)."""
+    finite = ref[torch.isfinite(ref)]
+    biggest = float(finite.abs().max()) if finite.numel() else 0.0
+    if dtype.is_floating_point and biggest > torch.finfo(dtype).max / 16:
+        return (f"The right values reach {biggest:.3g}, near the largest {str(dtype).replace('torch.', '')} "
+                "holds: an overflow. Compute in float32 inside the kernel and convert only when storing.")
+    return (f"The right values are at most {biggest:.3g} in size, so the {str(dtype).replace('torch.', '')} output "
+            "did not overflow: the kernel used values it should not have, most often a load without a mask that "
+            "read past the end of a row or of a tensor (check each tl.load's mask and other=), or an "
+            "intermediate that grew without bound (an exponential of an unshifted value).")
+
+
 def compare(out: torch.Tensor, ref: torch.Tensor, what: str = "output", block_hint: bool = True,
             floor: float = 0.0) -> Verdict:
     """Judge ``out`` (any dtype, CPU) against ``ref`` (float64, CPU); ``floor``: see rel_error."""
@@ -90,8 +106,8 @@ def compare(out: torch.Tensor, ref: torch.Tensor, what: str = "output", block_hi
     inf = torch.isinf(o) & ~torch.isinf(r)
     if inf.any():
         idx = torch.nonzero(inf).reshape(-1)
-        return Verdict(False, None, f"{idx.numel()} elements of the {what} are infinite (at {_ranges(idx)}): "
-                       "an overflow? Compute in float32 inside the kernel and convert only when storing.")
+        return Verdict(False, None, f"{idx.numel()} elements of the {what} are infinite (at {_ranges(idx)}). "
+                       + _why_infinite(out.dtype, r))
     err = rel_error(o, r, floor)
     if err <= tol:
         return Verdict(True, err, "")

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import inspect
+import re
 import sysconfig
 import traceback
 
@@ -41,6 +42,34 @@ def _static_assert(exc: BaseException) -> str | None:
     return None
 
 
+_DTYPE = re.compile(r"Expected dtype \[([^\]]*)\] but got (\w+)")
+
+
+def _dtype_error(exc: BaseException) -> str | None:
+    """For a Triton math function given a dtype it does not take (``tl.sigmoid``, ``tl.exp``, ``tl.log``,
+    ``tl.sqrt`` ... on fp16: "Expected dtype ['fp32', 'fp64'] but got fp16", from the interpreter wrapped twice in
+    InterpreterError, from the GPU compiler inside a CompilationError): the kernel's line and the fix."""
+    seen, line, found, compiled = set(), "", None, False
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        found = found or _DTYPE.search(str(exc))
+        text = str(exc).splitlines()
+        caret = [i for i, t in enumerate(text) if t.strip() == "^" and i > 0]
+        if "CompilationError" in type(exc).__name__ and caret and not compiled:  # outermost: the learner's line
+            line, compiled = f" (in the kernel: `{text[caret[0] - 1].strip()}`)", True
+        elif not compiled:
+            # in the interpreter the innermost exception that passed through the learner's code has the kernel line
+            line = _student_frame(exc) or line
+        exc = exc.__cause__ or exc.__context__
+    if not found:
+        return None
+    wanted = ", ".join(w.strip(" '\"\\") for w in found[1].split(","))
+    got = found[2]
+    return (f"a Triton math function was given {got} values, and it computes only in {wanted}{line}. "
+            f"tl.exp, tl.log, tl.sqrt, tl.sigmoid and their kin take no {got}: convert first "
+            f"(x.to(tl.float32)), compute, and convert back when storing (y.to(out_ptr.dtype.element_ty)).")
+
+
 class Refused(Exception):
     """Raised by a problem's own call hook when the learner's code runs but is not what the problem asks
     for; its message is the whole explanation."""
@@ -65,6 +94,9 @@ def describe_exception(exc: BaseException, call: str) -> str:
     static = _static_assert(exc)
     if static:
         return f"{call}: {static}."
+    dtype = _dtype_error(exc)
+    if dtype:
+        return f"{call}: {dtype}"
     if "CompilationError" in name or "CompileTimeAssertionFailure" in name:
         detail = " ".join(s.strip() for s in msg[-3:] if s.strip())
         return f"The Triton kernel in {call} did not compile: {detail[:400]}"

@@ -11,7 +11,7 @@ import sys
 from .device import DEVICE
 from .problems.base import (AnswersProblem, CorrectnessProblem, FunctionProblem, SpeedProblem, judge_answers,
                             judge_correctness, judge_function, run_correctness, run_function, seeded_generator)
-from .report import CheckFailed, Score, say, speed_plot
+from .report import CheckFailed, say, speed_plot
 
 
 # What each check said in this session, problem id -> {"fraction", "value", "not_here"}: read by
@@ -84,9 +84,13 @@ def _check(problem, *objs):
 
 
 def _passed(problem, out):
+    """Says the verdict and returns None: a returned number showed as a stray ``Out[ ]: 0.5`` under the check
+    cell, and nothing reads it (the grade of record grades the notebook again; ``kernellab agree`` reads
+    VERDICTS)."""
     _verdict(problem, out.fraction, value=out.details.get("value"))
-    say(("✓ " if out.passed else "◐ ") + f"{problem.title}: {out.message}")
-    return None if out.passed else Score(round(out.fraction * problem.points, 3))
+    share = "" if out.passed else f" ({out.fraction * problem.points:.3g} of {problem.points:g} points)"
+    say(("✓ " if out.passed else "◐ ") + f"{problem.title}{share}: {out.message}")
+    return None
 
 
 def _practice_answers(problem: AnswersProblem, given: dict):

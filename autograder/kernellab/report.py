@@ -1,8 +1,9 @@
 """How the course tells what it found.
 
 To the learner: a check speaks one paragraph, never a traceback from inside the checker (CheckFailed, say,
-Score, speed_plot). In reports (benchmark, regrade, corpus, agreement): markdown tables under a header that
-names the GPU, the versions, the date and the device fingerprint (_header, md_table, met, save_roofline).
+speed_plot), and returns nothing (a returned score showed as a stray ``Out[ ]`` under the cell). In reports
+(benchmark, regrade, corpus, agreement): markdown tables under a header that names the GPU, the versions, the
+date and the device fingerprint (_header, md_table, met, save_roofline).
 """
 from __future__ import annotations
 
@@ -18,13 +19,6 @@ class CheckFailed(Exception):
 
     def _render_traceback_(self):
         return ["\x1b[0;31m✗ " + str(self) + "\x1b[0m"]
-
-
-class Score(float):
-    """Partial credit: nbgrader reads the number a test cell evaluates to."""
-
-    def __repr__(self):
-        return f"{float(self):g}"
 
 
 def say(text: str) -> None:

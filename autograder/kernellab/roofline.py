@@ -9,8 +9,17 @@ from .ceilings import plotted
 
 
 def _points_file() -> pathlib.Path:
-    root = pathlib.Path(os.environ.get("KERNELLAB_CACHE", pathlib.Path.home() / ".cache" / "kernellab"))
-    return root / "roofline-points.json"
+    """The learner's own kernels, kept with their course: in the checkout (``.kernellab/``, git-ignored) when
+    kernellab is imported from one, else beside the notebook (the kernel's folder: Colab's /content). Never per
+    user: kept in ~/.cache, a new clone's lesson 01 roofline showed kernels of lessons its learner had not written.
+    KERNELLAB_CACHE, when set, names the folder (the tests' own)."""
+    from .paths import repo_root
+    if os.environ.get("KERNELLAB_CACHE"):
+        return pathlib.Path(os.environ["KERNELLAB_CACHE"]) / "roofline-points.json"
+    root = repo_root()
+    if not ((root / "notebooks").is_dir() and (root / "autograder" / "kernellab").is_dir()):
+        root = pathlib.Path.cwd()
+    return root / ".kernellab" / "roofline-points.json"
 
 
 def record_point(label: str, flops: float, bytes_moved: float, ms: float | None) -> dict:

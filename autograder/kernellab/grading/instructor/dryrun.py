@@ -82,8 +82,9 @@ class Course:
             return {g.name: g.auto_score for g in sub.grades}
 
     def term(self, *args) -> subprocess.CompletedProcess:
-        """``kernellab term ...`` in this course folder, as an instructor types it."""
-        return subprocess.run([sys.executable, "-m", "kernellab.cli", "term", *args, "--course", str(self.ag)],
+        """``kernellab term ...`` as the README has an instructor type it: from autograder/, with no --course
+        (the default "."; with an absolute --course, as this ran before, a crash of the default went unseen)."""
+        return subprocess.run([sys.executable, "-m", "kernellab.cli", "term", *args],
                               cwd=self.ag, capture_output=True, text=True, env=tool_env(), timeout=3600)
 
     def round_trip(self, lesson: str, subs: dict, via_lms: tuple = (), via_term: bool = False) -> tuple[dict, dict]:

@@ -20,6 +20,10 @@ formgrader, feedback and export stay nbgrader's own.
   and rewrite the gradebook. Each markdown and raw cell the learner could write becomes the HTML it renders to,
   cleaned by an allow-list (bleach: text, formatting, tables, http(s) and mailto links), on one line inside a
   ``div`` that MathJax skips, so that no markdown renderer reads anything in it again; attachments are dropped.
+- ``AwaitingGpu`` (after nbgrader's SaveAutoGrades): a problem this grading machine cannot grade (speed without a
+  GPU, or lesson 08's on a GPU older than sm_90) is scored 0 by nbgrader like any other, so it is marked in the
+  gradebook as needing a manual grade: the formgrader lists it, and ``kernellab term export`` counts its points
+  apart, instead of the 0 reading as a lost point.
 - ``GradeOfRecord``: runs every registered problem through the harness and writes into its
   test cell a stdout paragraph (why) and the clamped score (what nbgrader records). Results already in
   the course's result store (``autograder/grading_store/``, filled by ``kernellab term autograde``'s queue)
@@ -137,6 +141,7 @@ class GradeOfRecord(NbGraderPreprocessor):
             store = Store(self.store_dir or pathlib.Path(root) / STORE_DIR)
         results = grade_notebook(nb, lesson, student, course_secret(root), logs_dir=logs, store=store)
         written = set()
+        awaiting = resources.setdefault("kernellab", {}).setdefault("awaiting_gpu", [])
         for cell in nb.cells:
             gid = graded_test_id(cell)
             if gid not in results:
@@ -148,8 +153,35 @@ class GradeOfRecord(NbGraderPreprocessor):
             written.add(gid)
             score, points, why = results[gid]
             mark = "✓" if score >= points else ("◐" if score > 0 else "✗")
+            cannot = problems[gid].not_gradable_here()
+            if not score and cannot and cannot in why:  # not one that was unwritten or failed for another reason
+                # Not a lost point but a problem this machine cannot grade: said so, and flagged by AwaitingGpu
+                # so that nbgrader's formgrader lists it as needing a grade.
+                awaiting.append(gid)
+                mark = "◌"
+                why = f"{why} {AWAITING_GPU}"
             cell.outputs = [
                 new_output("stream", name="stdout", text=f"{mark} Grade of record: {score:g} / {points:g}. {why}\n"),
                 new_output("execute_result", data={"text/plain": f"{score:g}"}, execution_count=None),
             ]
+        return nb, resources
+
+
+# What the learner's feedback says under a problem that this grading machine could not grade.
+AWAITING_GPU = ("Not graded yet: this needs a GPU and was graded on a machine without one (or with an older one); "
+                "your instructor grades it on a GPU, and this 0 is a placeholder until then.")
+
+
+class AwaitingGpu(NbGraderPreprocessor):
+    def preprocess(self, nb, resources):
+        awaiting = (resources.get("kernellab") or {}).get("awaiting_gpu") or []
+        if not awaiting:
+            return nb, resources
+        from nbgrader.api import Gradebook
+        info = resources["nbgrader"]
+        with Gradebook(info["db_url"]) as gb:
+            for gid in awaiting:
+                grade = gb.find_grade(gid, info["notebook"], info["assignment"], info["student"])
+                grade.needs_manual_grade = True
+            gb.db.commit()
         return nb, resources

@@ -5,23 +5,24 @@
                                       # every (student, problem) graded into the result store by N concurrent
                                       # jobs on every GPU (timing alone on its GPU), or on Ray graders, then
                                       # nbgrader autograde (one process for the class), which reads the store
-    kernellab term feedback LESSON    # nbgrader generate_feedback (reasons and hints; no hidden tests or seeds)
-    kernellab term export             # nbgrader export -> grades.csv
-    kernellab term report LESSON      # per-problem pass rates and speed ratios per GPU model, as plots in HTML
+    kernellab term feedback LESSON    # nbgrader generate_feedback (reasons and hints; no hidden tests or seeds),
+                                      # then says where each page went (feedback/<student>/<lesson>/<lesson>.html)
+    kernellab term export             # nbgrader export -> grades.csv, only assignments with submissions, a column
+                                      # of points awaiting a GPU grading; says what it wrote
+    kernellab term report LESSON      # the class report: pass rates, scores, speed ratios per GPU model, common
+                                      # failure reasons, flagged submissions, similar kernels (reports/<lesson>.html)
 
 Collecting an LMS download stays ``nbgrader zip_collect LESSON`` (see the README).
 """
 from __future__ import annotations
 
-import base64
-import io
-import json
 import pathlib
 import re
 import subprocess
 import sys
 import time
 
+from kernellab.grading.instructor.class_report import records as results, submissions  # noqa: F401 (term's API)
 from kernellab.notebook_source import grade_id, read_notebook, to_python
 from kernellab.paths import nbgrader_command, tool_env
 
@@ -32,14 +33,9 @@ def nbgrader(course: pathlib.Path, *args, timeout: float = 3600) -> subprocess.C
                           capture_output=True, text=True, env=tool_env(), timeout=timeout)
 
 
-def submissions(course: pathlib.Path, lesson: str) -> dict:
-    """student -> submitted notebook path, for every student who handed ``lesson`` in."""
-    root = pathlib.Path(course) / "submitted"
-    return {p.parent.parent.name: p for p in sorted(root.glob(f"*/{lesson}/{lesson}.ipynb"))}
-
-
 def _release_ids(course: pathlib.Path, lesson: str) -> set:
-    nb = read_notebook(pathlib.Path(course).parent / "notebooks" / lesson / f"{lesson}.ipynb")
+    # resolve() first: the README runs this from autograder/ with the default --course ".", whose .parent is "."
+    nb = read_notebook(pathlib.Path(course).resolve().parent / "notebooks" / lesson / f"{lesson}.ipynb")
     return {gid for gid in map(grade_id, nb.cells) if gid}
 
 
@@ -146,68 +142,102 @@ def queue_then_autograde(course: pathlib.Path, lesson: str, jobs: int | None = N
     return summary, rows
 
 
-def results(course: pathlib.Path, lesson: str) -> list[dict]:
-    """Every grade-of-record audit record (result.json) of ``lesson``."""
-    root = pathlib.Path(course) / "grading_logs"
-    return [json.loads(p.read_text()) for p in sorted(root.glob(f"*/{lesson}/*/result.json"))]
+def gpu_notice(lesson: str) -> str | None:
+    """A loud paragraph, before any grading, when this machine cannot grade some of ``lesson``'s problems (speed
+    without a GPU, lesson 08's speed on a GPU older than sm_90); None when it can grade them all."""
+    from kernellab.device import DEVICE
+    from kernellab.lessons import LESSONS, problems_of
+    if lesson not in LESSONS:
+        return None  # the queue says what is wrong with the lesson id
+    problems = problems_of(lesson)
+    cannot = {gid: p for gid, p in problems.items() if p.not_gradable_here()}
+    if not cannot:
+        return None
+    lost = sum(p.points for p in cannot.values())
+    total = sum(p.points for p in problems.values())
+    where = "a GPU" if not DEVICE.on_gpu else f"this GPU ({DEVICE.name}, {DEVICE.cc})"
+    bar = "!" * 100
+    return "\n".join([
+        bar,
+        f"!! {lesson}: {len(cannot)} of its {len(problems)} problems ({lost:g} of {total:g} points) cannot be graded "
+        f"without {'a GPU' if not DEVICE.on_gpu else 'a newer GPU'}: {', '.join(sorted(cannot))}.",
+        f"!! This machine has {'no GPU' if not DEVICE.on_gpu else where}. Those problems are scored 0 for now, "
+        "said so in each learner's feedback,",
+        "!! and marked in nbgrader's gradebook as needing a manual grade (the formgrader lists them; term export",
+        "!! counts their points apart). For the grade of record, run the same command on a GPU machine.",
+        bar])
 
 
-def _png(fig) -> str:
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=90, bbox_inches="tight")
-    return base64.b64encode(buf.getvalue()).decode()
+def feedback_root(course: pathlib.Path) -> pathlib.Path:
+    """Where nbgrader writes feedback: nbgrader_config's feedback_directory (autograder/feedback/)."""
+    return pathlib.Path(course).resolve() / "feedback"
+
+
+def feedback_pages(course: pathlib.Path, lesson: str) -> list[pathlib.Path]:
+    return sorted(feedback_root(course).glob(f"*/{lesson}/{lesson}.html"))
+
+
+def tidy_export(course: pathlib.Path) -> dict:
+    """After ``nbgrader export``: keep in grades.csv only the assignments someone submitted (nbgrader writes a
+    row of zeros per student for every assignment in the gradebook, submitted or not), and add a column
+    ``awaiting_gpu``: the points of each submission that its grading machine could not grade (AwaitingGpu)."""
+    import csv
+    path = pathlib.Path(course).resolve() / "grades.csv"
+    with open(path, newline="") as f:
+        rows = list(csv.DictReader(f))
+    handed_in, awaiting = _gradebook_facts(course)
+    # a row with a timestamp was submitted too (the gradebook is the record; the timestamp may be absent)
+    submitted = {a for a, _ in handed_in} | {r["assignment"] for r in rows if r["timestamp"]}
+    kept = [r for r in rows if r["assignment"] in submitted]
+    fields = (list(rows[0].keys()) if rows else ["assignment", "student_id"]) + ["awaiting_gpu"]
+    for r in kept:
+        r["awaiting_gpu"] = f"{awaiting.get((r['assignment'], r['student_id']), 0.0):g}"
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=fields)
+        w.writeheader()
+        w.writerows(kept)
+    return {"path": path, "rows": len(kept), "assignments": sorted(submitted),
+            "dropped": sorted({r["assignment"] for r in rows} - submitted),
+            "students": len({r["student_id"] for r in kept}),
+            "awaiting": {k: v for k, v in awaiting.items() if v and k[0] in submitted}}
+
+
+def _gradebook_facts(course: pathlib.Path) -> tuple[set, dict]:
+    """From the gradebook: every (assignment, student) with a submission, and (assignment, student) -> points
+    marked as needing a manual grade that no one has given yet."""
+    from nbgrader.api import Gradebook
+    db = pathlib.Path(course).resolve() / "gradebook.db"
+    if not db.exists():
+        return set(), {}
+    handed_in, awaiting = set(), {}
+    with Gradebook(f"sqlite:///{db}") as gb:
+        for assignment in gb.assignments:
+            for sub in assignment.submissions:
+                key = (assignment.name, sub.student.id)
+                handed_in.add(key)
+                for nb in sub.notebooks:
+                    for g in nb.grades:
+                        if g.needs_manual_grade and g.manual_score is None:
+                            awaiting[key] = awaiting.get(key, 0.0) + float(g.max_score or 0)
+    return handed_in, awaiting
+
+
+def describe_export(ex: dict) -> str:
+    lines = [f"wrote {ex['path']}: {ex['rows']} rows, {ex['students']} students, "
+             f"assignments with submissions: {', '.join(ex['assignments']) or 'none'}"]
+    if ex["dropped"]:
+        lines.append(f"  left out (no submissions): {', '.join(ex['dropped'])}")
+    if ex["awaiting"]:
+        lines.append(f"  {len(ex['awaiting'])} submissions have points awaiting a GPU grading (column awaiting_gpu; "
+                     "they count as 0 in score until graded on a GPU)")
+    return "\n".join(lines)
 
 
 def report(course: pathlib.Path, lesson: str, out: pathlib.Path) -> dict:
-    """Per-question analytics as an HTML page with plots: pass rate per problem, and the distribution of
-    each speed ratio per GPU model. Returns the numbers behind them."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    recs = results(course, lesson)
-    per = {}
-    for r in recs:
-        p = per.setdefault(r["problem"], {"n": 0, "full": 0, "scores": [], "max": r.get("max_points", 0),
-                                          "ratios": {}})
-        p["n"] += 1
-        p["full"] += r.get("score") == r.get("max_points")
-        p["scores"].append(r.get("score", 0))
-        value = (r.get("details") or {}).get("value")
-        if isinstance(value, (int, float)):
-            gpu = ((r.get("environment") or {}).get("device") or {}).get("name", "?")
-            p["ratios"].setdefault(gpu, []).append(value)
-    names = sorted(per)
-    fig, ax = plt.subplots(figsize=(7, 0.4 * len(names) + 1))
-    ax.barh(names, [per[n]["full"] / per[n]["n"] for n in names], color="#4c72b0")
-    ax.set_xlim(0, 1)
-    ax.set_xlabel("share of submissions with full points")
-    ax.invert_yaxis()
-    images = [("Pass rate per problem", _png(fig))]
-    plt.close(fig)
-    speed = [n for n in names if per[n]["ratios"]]
-    if speed:
-        fig, axes = plt.subplots(len(speed), 1, figsize=(7, 2.2 * len(speed)), squeeze=False)
-        for ax, n in zip(axes[:, 0], speed):
-            for gpu, vals in per[n]["ratios"].items():
-                ax.hist(vals, bins=20, alpha=0.6, label=f"{gpu} ({len(vals)})")
-            ax.set_title(n)
-            ax.set_xlabel("measured ratio")
-            ax.legend(fontsize=7)
-        fig.tight_layout()
-        images.append(("Speed ratio per GPU model", _png(fig)))
-        plt.close(fig)
-    rows = "".join(f"<tr><td>{n}</td><td>{per[n]['n']}</td><td>{per[n]['full'] / per[n]['n']:.0%}</td>"
-                   f"<td>{sum(per[n]['scores']) / per[n]['n']:.2f} / {per[n]['max']:g}</td></tr>" for n in names)
-    html = (f"<html><head><meta charset='utf-8'><title>{lesson}: analytics</title></head><body>"
-            f"<h1>{lesson}: {len({r['student'] for r in recs})} submissions</h1>"
-            "<table border=1 cellpadding=4><tr><th>problem</th><th>graded</th><th>full points</th>"
-            f"<th>mean score</th></tr>{rows}</table>"
-            + "".join(f"<h2>{t}</h2><img alt='{t}' src='data:image/png;base64,{b}'>" for t, b in images)
-            + "</body></html>")
-    out = pathlib.Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(html)
-    return per
+    """The class report (grading/instructor/class_report.py) written to ``out``; returns per problem: n, full,
+    scores, max, ratios per GPU model."""
+    from kernellab.grading.instructor.class_report import report as class_report
+    return class_report(course, lesson, out)["per"]
 
 
 def main(action: str, lesson: str | None, course: str, out: str | None, jobs: int | None = None,
@@ -222,6 +252,8 @@ def main(action: str, lesson: str | None, course: str, out: str | None, jobs: in
             print(f"{r['student']:<24} {what}  [{r['gpu']}]")
         return 0 if all(r["ok"] for r in rows) else 1
     if action == "autograde":
+        if notice := gpu_notice(lesson):
+            print(notice, file=sys.stderr, flush=True)  # first, before minutes of grading scroll it away
         try:
             _, res = queue_then_autograde(course_dir, lesson, jobs=jobs, force=force, gpus=gpus, ray=ray)
         except KeyboardInterrupt:
@@ -229,15 +261,35 @@ def main(action: str, lesson: str | None, course: str, out: str | None, jobs: in
             return 130
         for r in res:
             print(f"{r['student']:<24} {'ok' if r['ok'] else 'FAILED'} {r['seconds']} s {r['error']}")
+        if notice:
+            print(notice, file=sys.stderr)  # and again at the end, where the instructor reads the outcome
         return 0 if all(r["ok"] for r in res) else 1
-    if action in ("feedback", "export"):
-        args = ["generate_feedback", lesson, "--force"] if action == "feedback" else ["export"]
-        r = nbgrader(course_dir, *args)
-        print(r.stdout[-2000:], r.stderr[-2000:])
-        return r.returncode
+    if action == "feedback":
+        r = nbgrader(course_dir, "generate_feedback", lesson, "--force")
+        if r.returncode:
+            print(r.stdout[-2000:], r.stderr[-2000:])
+            return r.returncode
+        pages = feedback_pages(course_dir, lesson)
+        print(f"wrote {len(pages)} feedback pages, one per student, under "
+              f"{feedback_root(course_dir)}/STUDENT/{lesson}/{lesson}.html")
+        for p in pages[:5]:
+            print(f"  {p}")
+        if len(pages) > 5:
+            print(f"  ... and {len(pages) - 5} more")
+        return 0
+    if action == "export":
+        r = nbgrader(course_dir, "export")
+        if r.returncode:
+            print(r.stdout[-2000:], r.stderr[-2000:])
+            return r.returncode
+        print(describe_export(tidy_export(course_dir)))
+        return 0
     if action == "report":
         path = pathlib.Path(out or course_dir / "reports" / f"{lesson}.html")
-        per = report(course_dir, lesson, path)
-        print(f"wrote {path} ({len(per)} problems)")
+        from kernellab.grading.instructor.class_report import report as class_report
+        r = class_report(course_dir, lesson, path)
+        print(f"wrote {path.resolve()}: {len(r['totals'])} students, {len(r['per'])} problems, "
+              f"{len(r['flagged'])} flagged results, {len(r['similar'])} pairs of similar kernels "
+              f"(open it in a browser)")
         return 0
     raise SystemExit(f"unknown action {action}")

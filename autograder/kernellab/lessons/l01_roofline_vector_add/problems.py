@@ -5,6 +5,7 @@ import torch
 
 from ... import learner
 from ...problems.base import Answer, AnswersProblem, Case, CorrectnessProblem, SpeedProblem
+from ..answers import bound, follow_on, intensity
 
 LESSON = "01_roofline_vector_add"
 
@@ -16,9 +17,11 @@ MM_N = 4096
 def _add_answers(facts):
     b, f = 3 * 2 * ADD_N, ADD_N
     return [
-        Answer("ADD_BYTES", b, explain="Two fp16 inputs read and one fp16 output written: 3 x 2 bytes per element."),
-        Answer("ADD_FLOPS", f, explain="One addition per element."),
-        Answer("ADD_INTENSITY", f / b, rel_tol=0.03, explain="FLOPs divided by bytes."),
+        Answer("ADD_BYTES", b, explain=(
+            "Count what crosses DRAM for one element: how many tensors are read, how many are written, and the "
+            "size of one fp16 value; then multiply by the number of elements.")),
+        Answer("ADD_FLOPS", f, explain="Count the arithmetic one output element needs, then all of them."),
+        Answer("ADD_INTENSITY", f / b, rel_tol=0.03, explain="Arithmetic intensity is FLOPs per byte moved."),
         Answer("ADD_BOUND", facts["bound"](f / b), explain="Compare the intensity with this GPU's ridge point."),
     ]
 
@@ -26,17 +29,25 @@ def _add_answers(facts):
 def _mm_answers(facts):
     b, f = 3 * 2 * MM_N * MM_N, 2 * MM_N ** 3
     return [
-        Answer("MM_BYTES", b, explain="At least: read A and B once, write C once, 2 bytes per fp16 element."),
-        Answer("MM_FLOPS", f, explain="Each of the N*N outputs needs N multiply-adds: 2*N^3."),
-        Answer("MM_INTENSITY", f / b, rel_tol=0.03, explain="FLOPs divided by bytes."),
+        Answer("MM_BYTES", b, explain=(
+            "The least any kernel can move: each matrix crosses DRAM once (which are read, which written?); "
+            "count its elements and the bytes of one fp16 value.")),
+        Answer("MM_FLOPS", f, explain=(
+            "Each output element is a dot product: how long is it, and how many FLOPs is one multiply-add? "
+            "Then count the outputs.")),
+        Answer("MM_INTENSITY", f / b, rel_tol=0.03, explain="Arithmetic intensity is FLOPs per byte moved."),
         Answer("MM_BOUND", facts["bound"](f / b), explain="Compare the intensity with this GPU's ridge point."),
     ]
 
 
 ANSWERS_ADD = AnswersProblem("answers_add", 2, ("ADD_BYTES", "ADD_FLOPS", "ADD_INTENSITY", "ADD_BOUND"),
-                             "fp16 vector add by the numbers", answers=_add_answers)
+                             "fp16 vector add by the numbers", answers=_add_answers,
+                             judge=follow_on({"ADD_INTENSITY": intensity("ADD_FLOPS", "ADD_BYTES"),
+                                              "ADD_BOUND": bound("ADD_INTENSITY")}))
 ANSWERS_MM = AnswersProblem("answers_matmul", 2, ("MM_BYTES", "MM_FLOPS", "MM_INTENSITY", "MM_BOUND"),
-                            "fp16 matmul by the numbers", answers=_mm_answers)
+                            "fp16 matmul by the numbers", answers=_mm_answers,
+                            judge=follow_on({"MM_INTENSITY": intensity("MM_FLOPS", "MM_BYTES"),
+                                             "MM_BOUND": bound("MM_INTENSITY")}))
 
 
 # ------------------------------------------------------------------ element-wise kernels

@@ -10,6 +10,7 @@ from ...device import DEVICE
 from ...problems.base import (Answer, AnswersProblem, Case, CorrectnessProblem, FunctionProblem,
                              SpeedProblem)
 from ...report import CheckFailed, say
+from ..answers import bound, follow_on, intensity
 
 LESSON = "02_tiled_matmul"
 
@@ -25,12 +26,13 @@ def _reuse_answers(facts):
     tiled = (n // t) ** 2 * (2 * t * n) * 2 + 2 * n * n
     return [
         Answer("NAIVE_BYTES", naive, explain=(
-            "Without reuse each of the N*N outputs reads a row of A and a column of B (N fp16 values each, "
-            "2 bytes) and writes 2 bytes: 4*N^3 + 2*N^2.")),
+            "Without reuse every output element reads its own row of A and column of B from DRAM and is written "
+            "once: count the bytes for one output element, then multiply by the number of outputs.")),
         Answer("TILED_BYTES", tiled, explain=(
-            "Each of the (N/128)^2 programs reads a 128 x N strip of A and an N x 128 strip of B once "
-            "(2 bytes per value), and C is written once: N^3/32 + 2*N^2.")),
-        Answer("TILED_INTENSITY", flops / tiled, rel_tol=0.03, explain="2*N^3 FLOPs divided by TILED_BYTES."),
+            "Count the programs when each computes a 128-by-128 tile of C, then what one program reads from "
+            "DRAM (which strips of A and B, how long?), and add C written once.")),
+        Answer("TILED_INTENSITY", flops / tiled, rel_tol=0.03,
+               explain="The matmul's FLOPs (lesson 01) per byte of TILED_BYTES."),
         Answer("TILED_BOUND", facts["bound"](flops / tiled), explain=(
             "Compare TILED_INTENSITY with this GPU's ridge point: if every tile came from DRAM, which "
             "ceiling would bind?")),
@@ -38,7 +40,9 @@ def _reuse_answers(facts):
 
 
 REUSE = AnswersProblem("answers_reuse", 2, ("NAIVE_BYTES", "TILED_BYTES", "TILED_INTENSITY", "TILED_BOUND"),
-                       "matmul bytes, naive vs tiled", answers=_reuse_answers)
+                       "matmul bytes, naive vs tiled", answers=_reuse_answers,
+                       judge=follow_on({"TILED_INTENSITY": intensity(2 * REUSE_N ** 3, "TILED_BYTES"),
+                                        "TILED_BOUND": bound("TILED_INTENSITY")}))
 
 
 # ------------------------------------------------------------------ program id -> tile

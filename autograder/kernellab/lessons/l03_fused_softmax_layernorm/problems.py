@@ -7,6 +7,7 @@ import torch
 from ... import learner
 from ...device import DEVICE
 from ...problems.base import Answer, AnswersProblem, Case, CorrectnessProblem, SpeedProblem
+from ..answers import follow_on, ratio
 
 LESSON = "03_fused_softmax_layernorm"
 
@@ -57,13 +58,14 @@ def _traffic_answers(facts):
         Answer("EAGER_KERNELS", len(rows), explain="Count the rows of the table: one kernel per eager op."),
         Answer("EAGER_BYTES", eager, explain="The table's total: every op's reads plus its writes."),
         Answer("FUSED_BYTES", fused, explain=(
-            "A fused kernel reads x once and writes the output once: 2 bytes per fp16 element, twice.")),
+            "A fused kernel touches DRAM only for its input and its output: count each once, in fp16.")),
         Answer("BYTES_RATIO", eager / fused, rel_tol=0.02, explain="EAGER_BYTES / FUSED_BYTES."),
     ]
 
 
 TRAFFIC = AnswersProblem("answers_traffic", 2, ("EAGER_KERNELS", "EAGER_BYTES", "FUSED_BYTES", "BYTES_RATIO"),
-                         "softmax bytes, eager vs fused", answers=_traffic_answers)
+                         "softmax bytes, eager vs fused", answers=_traffic_answers,
+                         judge=follow_on({"BYTES_RATIO": ratio("EAGER_BYTES", "FUSED_BYTES")}))
 
 
 # ------------------------------------------------------------------ softmax cases

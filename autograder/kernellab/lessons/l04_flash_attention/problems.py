@@ -21,13 +21,18 @@ ANSWER_SHAPE = {"B": 4, "H": 32, "N": 16384, "D": 128, "BLOCK_M": 128}
 def _memory_answers(facts):
     B, H, N, D, bm = (ANSWER_SHAPE[k] for k in ("B", "H", "N", "D", "BLOCK_M"))
     return [
-        Answer("SCORES_BYTES", B * H * N * N * 2, explain="B * H * N * N scores of 2 bytes (fp16)."),
-        Answer("LSE_BYTES", B * H * N * 4, explain="One float32 per query row: B * H * N * 4 bytes."),
+        Answer("SCORES_BYTES", B * H * N * N * 2, explain=(
+            "One score per (query, key) pair, in every head of every batch: count them, and the bytes of one "
+            "fp16 value.")),
+        Answer("LSE_BYTES", B * H * N * 4, explain=(
+            "The log-sum-exp keeps one float32 per query row: how many query rows are there in all heads and "
+            "batches?")),
         Answer("ATTN_FLOPS", attention_flops(B, H, N, D, False),
-               explain="Two matmuls per head, Q K^T and P V, each 2 * N * N * D FLOPs."),
+               explain=("Count the matmuls in one head's forward and the FLOPs of each (a multiply-add is 2), then "
+                        "all heads and batches.")),
         Answer("KV_READS", N // bm, explain=(
-            "Every program (one block of BLOCK_M query rows) streams all of K and V once: N / BLOCK_M programs "
-            "per head read each K and V element.")),
+            "Every program (one block of BLOCK_M query rows) streams all of K and V once: how many programs "
+            "does one head have?")),
     ]
 
 

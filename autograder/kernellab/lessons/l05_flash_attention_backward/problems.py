@@ -24,11 +24,12 @@ def _backward_answers(facts):
     B, H, N, D = (ANSWER_SHAPE[k] for k in ("B", "H", "N", "D"))
     return [
         Answer("P_BYTES", B * H * N * N * 2, explain=(
-            "Storing P for the backward pass: B * H * N * N probabilities of 2 bytes (fp16).")),
+            "Storing P for the backward pass: one fp16 probability per (query, key) pair in every head and batch.")),
         Answer("BWD_MATMULS", 5, explain=(
-            "Per tile: S = Q K^T (recomputed), dV += P^T dO, dP = dO V^T, dK += dS^T Q, dQ += dS K.")),
+            "Write out what one tile of the backward computes, from recomputing S to the three gradients, and "
+            "count the products of two matrices.")),
         Answer("BWD_FLOPS", attention_flops(B, H, N, D, False, backward=True), explain=(
-            "Five matmuls of 2 N^2 D per head where the forward has two: 2.5 x the forward's 4 B H N^2 D.")),
+            "Each of those matmuls costs what one of the forward's costs; count them against the forward's.")),
     ]
 
 

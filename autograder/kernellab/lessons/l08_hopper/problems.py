@@ -46,16 +46,17 @@ ANSWER_SHAPE = {"M": 3000, "N": 5000, "K": 1500}  # the shape where the course's
 def _tma_answers(facts):
     M, K = ANSWER_SHAPE["M"], ANSWER_SHAPE["K"]
     return [
-        Answer("ROW_BYTES", K * 2, explain="A row of A holds K fp16 values of 2 bytes: the stride between rows."),
+        Answer("ROW_BYTES", K * 2, explain=(
+            "The stride between rows of A, in bytes: a row's length times the size of one fp16 value.")),
         Answer("PADDED_K", legal_row_length(K, 2), explain=(
-            "The smallest row length (in elements) at or above K whose rows are a multiple of 16 bytes: 8 fp16 "
-            "values make 16 bytes, so round K up to a multiple of 8.")),
+            "The smallest row length (in elements) at or above K whose rows are a multiple of 16 bytes: how many "
+            "fp16 values make 16 bytes?")),
         Answer("PAD_BYTES", pad_bytes(M, K, 2), explain=(
-            "Padding copies A once into rows of PADDED_K: it reads M * K * 2 bytes and writes as many (the extra "
+            "Padding copies A once into rows of PADDED_K: count what the copy reads and what it writes (the extra "
             "columns are never written or read: the descriptor's shape stops at K, and TMA fills past it with "
             "zeros).")),
-        Answer("FP8_K_MULTIPLE", TMA_ALIGN, explain="An e4m3 value is 1 byte: rows are 16-byte multiples when K is a "
-                                                    "multiple of 16 (torch._scaled_mm asks the same)."),
+        Answer("FP8_K_MULTIPLE", TMA_ALIGN, explain="An e4m3 value is 1 byte: apply PADDED_K's row "
+                                                    "rule to it (torch._scaled_mm asks the same)."),
     ]
 
 
