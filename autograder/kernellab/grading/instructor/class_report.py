@@ -19,7 +19,7 @@ import re
 import statistics
 from collections import Counter
 
-from kernellab.notebook_cells import read_notebook
+from kernellab.notebook_source import read_notebook
 
 
 def submissions(course: pathlib.Path, lesson: str) -> dict:

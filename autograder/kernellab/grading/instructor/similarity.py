@@ -39,7 +39,7 @@ KEPT_NAMES = frozenset(dir(builtins)) | {"tl", "triton", "torch", "math", "np", 
 
 def tokens(source: str) -> list[str]:
     """``source`` as normalised tokens (see the module's docstring); [] when it does not tokenize."""
-    from kernellab.notebook_cells import to_python
+    from kernellab.notebook_source import to_python
     out: list[str] = []
     skip = {tokenize.COMMENT, tokenize.NL, tokenize.INDENT, tokenize.DEDENT, tokenize.ENCODING,
             tokenize.ENDMARKER, tokenize.TYPE_COMMENT}
@@ -75,7 +75,7 @@ def jaccard(a: set, b: set) -> float:
 
 def cells(nb) -> dict:
     """grade_id -> source of every nbgrader solution cell in ``nb`` (what the learner wrote)."""
-    from kernellab.notebook_cells import grade_id
+    from kernellab.notebook_source import grade_id
     out = {}
     for c in nb.cells:
         meta = (c.get("metadata") or {}).get("nbgrader") or {}
