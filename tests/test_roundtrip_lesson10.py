@@ -14,7 +14,7 @@ SPEED = {"grouped_matmul_speed"}
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory):
     return grade_known_wrong(tmp_path_factory, L, {
-        "ties_offsets": ("ties_to_last", "inclusive_offsets"), "dwlast": ("dw_last_block",)})
+        "wrong": ("ties_to_last", "inclusive_offsets", "dw_last_block")})  # one student, three cells: a shorter suite
 
 
 def _lost(scores, student):
@@ -31,16 +31,13 @@ def test_blank_release_scores_zero(graded):
     assert_blank_scores_zero(course, scores, L, ("grouped_matmul_correct", "routing_correct"))
 
 
-def test_wrong_routing_loses_the_routing_and_the_layer_built_on_it(graded):
-    # the offsets feed the MoE forward's permutation too; the grouped GEMM takes its offsets as given
+def test_wrong_routing_and_dw_lose_exactly_the_problems_built_on_them(graded):
+    # the offsets feed the MoE forward's permutation too; the grouped GEMM takes its offsets as given; dW of the
+    # last row block only is wrong wherever an expert has more rows than one block (backward and Function)
     course, _, scores = graded
-    assert _lost(scores, "ties_offsets") == {"routing_correct", "moe_forward_correct"}
-    assert "offsets" in course.result(L, "ties_offsets", "routing_correct")["why"]
-
-
-def test_dw_of_the_last_row_block_only_loses_the_backward_problems(graded):
-    _, _, scores = graded
-    assert _lost(scores, "dwlast") == {"grouped_backward_correct", "grouped_function_correct"}
+    assert _lost(scores, "wrong") == {"routing_correct", "moe_forward_correct", "grouped_backward_correct",
+                                      "grouped_function_correct"}
+    assert "offsets" in course.result(L, "wrong", "routing_correct")["why"]
 
 
 def test_feedback_and_export_cover_every_student(graded):

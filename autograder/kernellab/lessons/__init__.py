@@ -6,7 +6,7 @@
 - ``widgets.py``: its interactive pictures.
 
 What lessons 04-06 share (attention's references, SDPA baselines, graded cases) is ``attention.py``. The
-notebooks' names ``lesson01`` .. ``lesson08`` stay: ``kernellab.lessons.lesson01`` is the module
+notebooks' names ``lesson01`` .. ``lesson10`` stay: ``kernellab.lessons.lesson01`` is the module
 ``kernellab.lessons.l01_roofline_vector_add.problems`` (imported on first use). See docs/ARCHITECTURE.md.
 """
 from __future__ import annotations
@@ -37,7 +37,7 @@ def problems_of(lesson_id: str) -> dict:
 
 
 def __getattr__(name: str):
-    """``lesson01`` .. ``lesson08``: each lesson's problems module under the name its notebook uses, imported
+    """``lesson01`` .. ``lesson10``: each lesson's problems module under the name its notebook uses, imported
     on first use and then also importable as ``kernellab.lessons.lesson01``."""
     if name not in _ALIASES:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
