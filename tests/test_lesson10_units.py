@@ -70,3 +70,16 @@ def test_ties_to_the_higher_index_fail_with_the_tie_rule(broken):
 def test_partial_row_tiles_never_computed_fail_as_unwritten_rows(broken):
     with pytest.raises(CheckFailed, match="NaN"):
         L.check_grouped_matmul(broken["grouped_matmul"])
+
+
+def test_the_schedule_picture_counts_working_and_idle_tiles(monkeypatch):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from kernellab.widgets import tile_schedule
+    monkeypatch.setenv("KERNELLAB_STATIC_WIDGETS", "1")
+    plt.close("all")
+    tile_schedule((5, 0, 17, 1, 40, 0, 9), 8)  # tiles 1 + 3 + 1 + 5 + 2 = 12 of cdiv(72, 8) + 7 = 16 launched
+    assert plt.gcf().axes[0].get_title().startswith("12 row tiles do work; 4 of the 16 launched")
+    plt.close("all")

@@ -4,14 +4,23 @@ from __future__ import annotations
 from ...widgets_base import _interactive
 
 
+def tile_table(group_sizes, block_m):
+    """(expert, first row, end row) of each row tile, in launch order: the schedule the kernel computes."""
+    out, start = [], 0
+    for e, n in enumerate(group_sizes):
+        for t in range(-(-n // block_m)):
+            out.append((e, start + t * block_m, start + n))
+        start += n
+    return out
+
+
 def tile_schedule(group_sizes, block_m: int = 16):
     """Each expert's rows (grey bars) and the row tiles that cover them (one colour an expert; hatched: the part
     of a tile past its expert's last row, which the kernel masks). The launch has cdiv(M, BLOCK_M) + E row tiles,
-    a bound no group sizes can exceed; the ones past the last real tile exit at once (drawn at the bottom)."""
+    a bound no group sizes can exceed; the ones past the last real tile exit at once (counted in the title)."""
     import matplotlib.patches as patches
     import matplotlib.pyplot as plt
 
-    from .problems import tile_table
     sizes = [int(s) for s in group_sizes]
 
     def render(block=block_m):
