@@ -457,8 +457,9 @@ class TinyMoE(torch.nn.Module):
         self.w_down = torch.nn.Parameter(torch.randn(experts, d_ff, d_model, generator=gen) / d_ff ** 0.5)
 
     def forward(self, x):
-        T, E = x.shape[0], self.router.shape[1]
-        weights, experts = torch.topk(torch.softmax(x @ self.router, dim=1), self.top_k, dim=1)
+        E = self.router.shape[1]
+        logits, experts = torch.topk(x @ self.router, self.top_k, dim=1)
+        weights = torch.softmax(logits, dim=1)  # over the chosen experts, as the lesson's routing
         flat = experts.reshape(-1)
         order = torch.sort(flat, stable=True).indices
         offsets = torch.cat([flat.new_zeros(1), torch.cumsum(torch.bincount(flat, minlength=E), 0)]).to(torch.int32)

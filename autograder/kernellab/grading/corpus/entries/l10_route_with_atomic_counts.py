@@ -2,7 +2,6 @@
 
 The expert counts by tl.atomic_add (an order-free histogram) in place of the solution's first kernel; the
 offsets, block bases and destinations as the solution's."""
-from ..edits import _sub
 from ..entry import L10, Entry
 
 _ATOMIC_COUNT = '''@triton.jit
