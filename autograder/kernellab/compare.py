@@ -17,9 +17,13 @@ REL_TOL = {
     torch.float32: 1e-5,
     torch.float16: 1e-2,
     torch.bfloat16: 5e-2,
+    # integer outputs (indices, counts) are right or wrong: no tolerance
+    torch.int32: 0.0,
+    torch.int64: 0.0,
 }
 # Element-wise tolerance used only to *locate* wrong elements for hints.
-ELEM_TOL = {torch.float64: 1e-9, torch.float32: 1e-4, torch.float16: 2e-2, torch.bfloat16: 1e-1}
+ELEM_TOL = {torch.float64: 1e-9, torch.float32: 1e-4, torch.float16: 2e-2, torch.bfloat16: 1e-1, torch.int32: 0.0,
+            torch.int64: 0.0}
 
 
 @dataclasses.dataclass

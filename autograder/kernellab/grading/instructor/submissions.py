@@ -157,6 +157,16 @@ def known_wrong(lesson: str, source_nb) -> dict:
                                        "    o = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=bool(causal))\n"
                                        "    return o, lse\n"),
         }
+    if lesson == "10_mixture_of_experts":
+        return {
+            # ties to the higher expert index: only tied logits tell
+            "ties_to_last": edit("topk_code", "tl.min(tl.where(x == best[:, None], cols[None, :], BLOCK_E), 1)",
+                                 "tl.max(tl.where(x == best[:, None], cols[None, :], -1), 1)"),
+            # inclusive prefix sum for the offsets: every expert starts where it should end
+            "inclusive_offsets": edit("permute_code", "starts = tl.cumsum(total, 0) - total", "starts = tl.cumsum(total, 0)"),
+            # dW keeps only the last block of each expert's rows: right only for experts of at most BLOCK_M rows
+            "dw_last_block": edit("backward_code", "acc = tl.dot(xt, dy, acc)", "acc = tl.dot(xt, dy)"),
+        }
     return {}
 
 
