@@ -6,7 +6,7 @@
 - ``widgets.py``: its interactive pictures.
 
 What lessons 04-06 share (attention's references, SDPA baselines, graded cases) is ``attention.py``. The
-notebooks' names ``lesson01`` .. ``lesson08`` stay: ``kernellab.lessons.lesson01`` is the module
+notebooks' names ``lesson01`` .. ``lesson09`` stay: ``kernellab.lessons.lesson01`` is the module
 ``kernellab.lessons.l01_roofline_vector_add.problems`` (imported on first use). See docs/ARCHITECTURE.md.
 """
 from __future__ import annotations
@@ -19,7 +19,8 @@ import sys
 FOLDERS = {"01_roofline_vector_add": "l01_roofline_vector_add", "02_tiled_matmul": "l02_tiled_matmul",
            "03_fused_softmax_layernorm": "l03_fused_softmax_layernorm", "04_flash_attention": "l04_flash_attention",
            "05_flash_attention_backward": "l05_flash_attention_backward", "06_profile_first": "l06_profile_first",
-           "07_ship_it": "l07_ship_it", "08_hopper": "l08_hopper"}
+           "07_ship_it": "l07_ship_it", "08_hopper": "l08_hopper",
+           "09_serve_it": "l09_serve_it"}
 # lesson id -> the name its notebook imports (``from kernellab.lessons import lesson01 as L``)
 LESSONS = {lid: f"lesson{lid[:2]}" for lid in FOLDERS}
 _ALIASES = {name: FOLDERS[lid] for lid, name in LESSONS.items()}
@@ -36,7 +37,7 @@ def problems_of(lesson_id: str) -> dict:
 
 
 def __getattr__(name: str):
-    """``lesson01`` .. ``lesson08``: each lesson's problems module under the name its notebook uses, imported
+    """``lesson01`` .. ``lesson09``: each lesson's problems module under the name its notebook uses, imported
     on first use and then also importable as ``kernellab.lessons.lesson01``."""
     if name not in _ALIASES:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
