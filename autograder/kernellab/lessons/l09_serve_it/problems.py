@@ -170,11 +170,10 @@ def _random_shape(gen, big):
 def decode_shapes(gen, on_gpu):
     """(B, HQ, HKV, N_MAX, D): a single key, lengths that are not multiples of any block, every head dim, one
     to eight query heads per KV head, and two random shapes from the seed."""
-    fixed = [(1, 1, 1, 1, 16), (2, 4, 4, 100, 64), (3, 8, 2, 257, 32), (2, 8, 1, 130, 128), (1, 2, 1, 64, 16),
-             (4, 4, 2, 300, 64)]
+    fixed = [(1, 1, 1, 1, 16), (2, 4, 4, 100, 64), (3, 8, 2, 257, 32), (2, 8, 1, 130, 128), (1, 2, 1, 64, 16)]
     if on_gpu:
-        fixed += [(8, 32, 8, 4000, 128), (3, 16, 2, 9000, 64)]
-    return fixed + [_random_shape(gen, on_gpu) for _ in range(2)]
+        fixed += [(4, 4, 2, 300, 64), (8, 32, 8, 4000, 128), (3, 16, 2, 9000, 64)]
+    return fixed + [_random_shape(gen, on_gpu) for _ in range(2 if on_gpu else 1)]
 
 
 def _decode_cases(gen, on_gpu):
@@ -182,7 +181,8 @@ def _decode_cases(gen, on_gpu):
 
 
 def _long_cases(gen, on_gpu):
-    shapes = [(1, 32, 8, 70000, 128), (2, 8, 1, 40000, 64)] if on_gpu else [(1, 4, 1, 3000, 64), (2, 8, 2, 1500, 32)]
+    # on the CPU one case: two sequences over several splits (the interpreter pays for every key block)
+    shapes = [(1, 32, 8, 70000, 128), (2, 8, 1, 40000, 64)] if on_gpu else [(2, 8, 2, 2000, 32)]
     return [decode_case(gen, *s) for s in shapes]
 
 
@@ -192,6 +192,8 @@ def _reads_cases(gen, on_gpu):
 
 def _paged_cases(gen, on_gpu):
     shapes = [(2, 4, 4, 100, 64, 16), (3, 8, 2, 257, 32, 16), (1, 2, 1, 1, 16, 16), (2, 8, 1, 130, 128, 32)]
+    if not on_gpu:  # the random shape below, kept short for the interpreter
+        shapes = shapes[1:]
     if on_gpu:
         shapes += [(8, 32, 8, 4000, 128, 16), (2, 16, 2, 9000, 64, 32)]
     shapes += [(*_random_shape(gen, on_gpu), [16, 32][int(torch.randint(2, (1,), generator=gen))])]
@@ -332,13 +334,23 @@ MERGE = CorrectnessProblem(
 
 
 # ------------------------------------------------------------------ speed
-# The issue's batch: 32 sequences of 1k-32k tokens, 32 query heads over 8 KV heads, D = 128, in a 32k cache.
-SPEED_SHAPE = {"B": 32, "HQ": 32, "HKV": 8, "N_MAX": 32768, "D": 128, "LO": 1024}
+# 16 sequences of 1k-32k tokens, 32 query heads over 8 KV heads, D = 128, in a 32k cache: 1.1 GB of live cache
+# (0.23 ms at an H200's 4.8 TB/s). The benchmark's batch is 32 sequences; graded at 16, because the judge holds
+# three copies of the inputs (two input sets and the live one, 2.1 GB of padded cache each) besides the copy
+# baseline's buffers, and that must fit a T4's 15 GB.
+SPEED_SHAPE = {"B": 16, "HQ": 32, "HKV": 8, "N_MAX": 32768, "D": 128, "LO": 1024}
+
+
+def spaced_lengths(B, lo, n_max) -> list[int]:
+    """B lengths spread evenly over lo .. n_max. Timed inputs shuffle these: every input set then holds the same
+    bytes of cache (independent draws would differ by about 10 % at B = 32, and the median time with them)."""
+    return [lo + (n_max - lo) * i // max(1, B - 1) for i in range(B)]
 
 
 def speed_inputs(B, hq, hkv, n_max, D, lo, gen, device):
-    """q and a padded contiguous cache (B, HKV, N_MAX, D) with lengths drawn from lo .. N_MAX."""
-    lens = torch.randint(lo, n_max + 1, (B,), generator=gen).to(torch.int32)
+    """q and a padded contiguous cache (B, HKV, N_MAX, D) with the spaced lengths from lo to N_MAX, shuffled."""
+    order = torch.randperm(B, generator=gen)
+    lens = torch.tensor(spaced_lengths(B, lo, n_max), dtype=torch.int32)[order]
     q = torch.randn(B, hq, D, generator=gen).half().to(device)
     k = torch.empty(B, hkv, n_max, D, dtype=torch.float16, device=device)
     v = torch.empty_like(k)
@@ -369,12 +381,20 @@ def sdpa_padded(q, k_cache, v_cache, seq_lens):
     return o[:, :, 0]
 
 
+def copy_bytes(inputs) -> int:
+    """The live cache's bytes at the speed shape, from shapes alone (its lengths are spaced_lengths, shuffled), so
+    that the timed copy never reads the lengths back to the host."""
+    _, k, _, _ = inputs[:4]
+    total = sum(spaced_lengths(k.shape[0], SPEED_SHAPE["LO"], k.shape[2]))
+    return decode_bytes(k.shape[0], k.shape[1], total, k.shape[3], k.element_size())
+
+
 def _copy_baseline_factory():
-    """A device copy moving as many bytes as the cache holds (read half, write half): the copy bandwidth."""
+    """A device copy moving copy_bytes(inputs) (read half, write half): the device's copy bandwidth."""
     buf = {}
 
     def copy(q, k, v, lens):
-        n = live_cache_bytes([q, k, v, lens]) // 4  # fp16 elements: read n, write n = the cache's bytes
+        n = copy_bytes([q, k, v, lens]) // 4  # fp16 elements: read n, write n
         key = (n, str(q.device))
         if key not in buf:
             buf.clear()
@@ -398,7 +418,7 @@ def _speed(pid, baseline, name, metric, bands, baseline_bytes=None):
 
 
 SPEED_BANDWIDTH = _speed("decode_bandwidth", _copy_baseline_factory(), "bandwidth vs a device copy of the cache's bytes",
-                         "bandwidth", ((0.80, 1.0), (0.60, 0.6), (0.40, 0.3)), baseline_bytes=live_cache_bytes)
+                         "bandwidth", ((0.80, 1.0), (0.60, 0.6), (0.40, 0.3)), baseline_bytes=copy_bytes)
 SPEED_SDPA = _speed("decode_speed_sdpa", sdpa_padded, "speed vs SDPA on the padded batch (enable_gqa)", "speedup",
                     ((1.0, 1.0), (0.75, 0.6), (0.5, 0.3)))
 
