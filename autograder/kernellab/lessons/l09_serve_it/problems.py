@@ -417,8 +417,8 @@ def _speed(pid, baseline, name, metric, bands, baseline_bytes=None):
                         out_dtype=lambda inputs: torch.float16, precheck=DECODE)
 
 
-SPEED_BANDWIDTH = _speed("decode_bandwidth", _copy_baseline_factory(), "bandwidth vs a device copy of the cache's bytes",
-                         "bandwidth", ((0.80, 1.0), (0.60, 0.6), (0.40, 0.3)), baseline_bytes=copy_bytes)
+SPEED_BANDWIDTH = _speed("decode_bandwidth", _copy_baseline_factory(),
+                         "bandwidth vs a device copy of the cache's bytes", "bandwidth", ((0.80, 1.0), (0.60, 0.6), (0.40, 0.3)), baseline_bytes=copy_bytes)
 SPEED_SDPA = _speed("decode_speed_sdpa", sdpa_padded, "speed vs SDPA on the padded batch (enable_gqa)", "speedup",
                     ((1.0, 1.0), (0.75, 0.6), (0.5, 0.3)))
 
@@ -496,8 +496,8 @@ def roofline(decode_attention=None):
         shape = (8, 32, 8, 8192, 128, 4096) if DEVICE.on_gpu else (2, 8, 2, 256, 64, 64)
         inputs = speed_inputs(*shape, torch.Generator().manual_seed(0), DEVICE.torch_device)
         q, k, _, lens = inputs
-        measure_point("decode attention", decode_attention, inputs, decode_flops(q.shape[1], int(lens.sum()), q.shape[2]),
-                      live_cache_bytes(inputs))
+        flops = decode_flops(q.shape[1], int(lens.sum()), q.shape[2])
+        measure_point("decode attention", decode_attention, inputs, flops, live_cache_bytes(inputs))
     return plot_roofline()
 
 
