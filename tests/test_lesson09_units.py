@@ -132,7 +132,8 @@ def test_the_split_model_rewards_splitting_a_mixed_batch_and_counts_every_key():
 def test_pick_splits_uses_shapes_only_and_fills_the_sms(solution):
     pick = solution["pick_splits"]
     assert pick(1, 8, 32768, 132) * 8 >= 132  # one long sequence: at least one program per SM
-    assert pick(64, 8, 1024, 132) <= 2  # a full batch of short sequences needs no split
+    assert pick(64, 8, 32768, 132) < pick(1, 8, 32768, 132)  # a bigger batch fills the SMs with fewer splits
+    assert pick(1, 8, 1000, 132) <= 4  # never pieces of fewer than MIN_SPLIT (256) keys
     assert pick(1, 1, 1, 132) == 1
 
 
