@@ -137,6 +137,34 @@ def test_pick_splits_uses_shapes_only_and_fills_the_sms(solution):
     assert pick(1, 1, 1, 132) == 1
 
 
-def test_the_bench_needs_a_gpu():
+def test_the_copy_baseline_moves_the_live_caches_bytes_at_the_speed_shape():
+    s = L.SPEED_SHAPE
+    k = torch.empty(s["B"], s["HKV"], s["N_MAX"], s["D"], dtype=torch.float16, device="meta")
+    lens = torch.tensor(L.spaced_lengths(s["B"], s["LO"], s["N_MAX"]), dtype=torch.int32)[torch.randperm(s["B"])]
+    assert L.copy_bytes([None, k, None, lens]) == L.live_cache_bytes([None, k, None, lens])
+    assert int(lens.min()) == s["LO"] and int(lens.max()) == s["N_MAX"]
+
+
+def test_the_bench_needs_a_gpu_and_its_report_is_written_from_times(tmp_path):
     from kernellab.lessons.l09_serve_it import bench
     assert bench.bench_lesson09(quick=True) is None
+    # the paged copy the bench times finds every live key where the contiguous cache has it
+    gen = torch.Generator().manual_seed(4)
+    lens = torch.tensor([40, 17], dtype=torch.int32)
+    q, k, v = L.cache(gen, 2, 4, 2, 48, 16, lens)
+    kp, vp, table = bench._paged_copy(k, v, 16, gen)
+    a, b = L.decode_reference(q, k, v, lens), L.decode_reference(q, kp, vp, lens, block_table=table)
+    assert all(torch.equal(x, y) for x, y in zip(a, b))
+    # the report from made-up times: 1.0 ms for the copy, so each contender's copy fraction is 1 / its time
+    times = {"solution": 1.25, "paged": 1.3, "SDPA": 1.9, "copy": 1.0}
+
+    def row(**kw):
+        base = {"HQ": 32, "HKV": 8, "live_gb": 2.0, "splits": 16, "error": 1e-4, "paged_error": 1e-4} | kw
+        return bench.with_times(base, dict(times), dict(times))
+    res = {"main": row(B=32, N_MAX=32768, D=128, flex_missing="not here"),
+           "grid": [row(B=1, N_MAX=1024, D=64)], "splits": [{"splits": 16, "ms": 1.25, "gb_per_s": 1600, "chosen": True}]}
+    assert res["main"]["solution_course_copy_fraction"] == 0.8 and res["main"]["paged_vs_contiguous_course"] < 1
+    bench.write_lesson09(res, tmp_path)
+    md = (tmp_path / "lesson09.md").read_text()
+    assert "| solution | 1.250 | 1.250 | 80 | 80 |" in md and "| 16 * | 1.250 |" in md and "not here" in md
+    assert (tmp_path / "lesson09.json").exists()

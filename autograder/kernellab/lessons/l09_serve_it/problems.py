@@ -348,16 +348,19 @@ def spaced_lengths(B, lo, n_max) -> list[int]:
 
 
 def speed_inputs(B, hq, hkv, n_max, D, lo, gen, device):
-    """q and a padded contiguous cache (B, HKV, N_MAX, D) with the spaced lengths from lo to N_MAX, shuffled."""
-    order = torch.randperm(B, generator=gen)
+    """q and a padded contiguous cache (B, HKV, N_MAX, D) with the spaced lengths from lo to N_MAX, shuffled. Random
+    numbers come from ``gen`` where it lives on ``device`` (the judge's timed inputs: a CUDA generator), else from a
+    generator there seeded by it (a notebook's CPU generator, CUDA tensors)."""
+    if gen.device.type != torch.device(device).type:
+        gen = torch.Generator(device).manual_seed(int(torch.randint(1 << 62, (1,), generator=gen)))
+    order = torch.randperm(B, generator=gen, device=device).cpu()
     lens = torch.tensor(spaced_lengths(B, lo, n_max), dtype=torch.int32)[order]
-    q = torch.randn(B, hq, D, generator=gen).half().to(device)
+    q = torch.randn(B, hq, D, generator=gen, device=device).half()
     k = torch.empty(B, hkv, n_max, D, dtype=torch.float16, device=device)
     v = torch.empty_like(k)
-    g = torch.Generator(device).manual_seed(int(torch.randint(1 << 30, (1,), generator=gen)))
-    for t in (k, v):  # one sequence at a time: no fp32 copy of the whole cache on the GPU
+    for t in (k, v):  # one sequence at a time: no fp32 copy of the whole cache
         for b in range(B):
-            t[b].copy_(torch.randn(hkv, n_max, D, generator=g, device=device))
+            t[b].copy_(torch.randn(hkv, n_max, D, generator=gen, device=device))
     return [q, k, v, lens.to(device)]
 
 
