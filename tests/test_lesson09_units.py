@@ -106,7 +106,8 @@ def per_query_head_decode(q, k_cache, v_cache, seq_lens):
 def test_a_program_per_query_head_is_right_but_reads_the_cache_group_times(solution):
     assert _correctness(L.GQA_READS, solution["decode_attention"]).passed
     out = _correctness(L.GQA_READS, per_query_head_decode)  # "Correct, but ...": only its reads are wrong
-    assert out.fraction == 0 and out.message.startswith("Correct, but") and "reads the whole cache G times" in out.message
+    assert out.fraction == 0 and out.message.startswith("Correct, but")
+    assert "reads the whole cache G times" in out.message
 
 
 def test_the_answers_and_their_bound():
@@ -162,7 +163,8 @@ def test_the_bench_needs_a_gpu_and_its_report_is_written_from_times(tmp_path):
         base = {"HQ": 32, "HKV": 8, "live_gb": 2.0, "splits": 16, "error": 1e-4, "paged_error": 1e-4} | kw
         return bench.with_times(base, dict(times), dict(times))
     res = {"main": row(B=32, N_MAX=32768, D=128, flex_missing="not here"),
-           "grid": [row(B=1, N_MAX=1024, D=64)], "splits": [{"splits": 16, "ms": 1.25, "gb_per_s": 1600, "chosen": True}]}
+           "grid": [row(B=1, N_MAX=1024, D=64)],
+           "splits": [{"splits": 16, "ms": 1.25, "gb_per_s": 1600, "chosen": True}]}
     assert res["main"]["solution_course_copy_fraction"] == 0.8 and res["main"]["paged_vs_contiguous_course"] < 1
     bench.write_lesson09(res, tmp_path)
     md = (tmp_path / "lesson09.md").read_text()

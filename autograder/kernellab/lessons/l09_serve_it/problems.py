@@ -421,7 +421,8 @@ def _speed(pid, baseline, name, metric, bands, baseline_bytes=None):
 
 
 SPEED_BANDWIDTH = _speed("decode_bandwidth", _copy_baseline_factory(),
-                         "bandwidth vs a device copy of the cache's bytes", "bandwidth", ((0.80, 1.0), (0.60, 0.6), (0.40, 0.3)), baseline_bytes=copy_bytes)
+                         "bandwidth vs a device copy of the cache's bytes", "bandwidth",
+                         ((0.80, 1.0), (0.60, 0.6), (0.40, 0.3)), baseline_bytes=copy_bytes)
 SPEED_SDPA = _speed("decode_speed_sdpa", sdpa_padded, "speed vs SDPA on the padded batch (enable_gqa)", "speedup",
                     ((1.0, 1.0), (0.75, 0.6), (0.5, 0.3)))
 
