@@ -17,6 +17,7 @@ import kernellab  # noqa: E402,F401  (sets TRITON_INTERPRET before triton loads)
 # its place after these.
 LONG_FIRST = ("test_notebooks.py", "test_corpus.py", "test_class_queue.py", "test_roundtrip.py",
               "test_roundtrip_lesson05.py", "test_roundtrip_lesson04.py", "test_roundtrip_lesson08.py",
+              "test_roundtrip_lesson09.py",
               "test_roundtrip_lesson07.py", "test_roundtrip_lesson06.py", "test_roundtrip_lesson02.py",
               "test_roundtrip_lesson03.py", "test_colab_path.py", "test_corpus_controls.py")
 

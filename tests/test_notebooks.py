@@ -45,7 +45,8 @@ def test_solution_notebook_runs_and_every_check_passes(lesson, monkeypatch):
     # tests move the real sliders) must show a picture.
     widget_cells = [c for c in nb.cells if c.cell_type == "code" and any(
         f"L.{name}(" in c.source for name in ("roofline_explorer", "tile_order", "online_softmax_steps", "tile_steps",
-                                               "backward_tiles", "kernel_payoff", "two_stage", "warp_timeline", "schedule"))]
+                                               "backward_tiles", "kernel_payoff", "two_stage", "warp_timeline", "split_plan",
+                                               "schedule"))]
     for c in widget_cells:
         assert any("image/png" in o.get("data", {}) for o in c.outputs), c.source
     assert widget_cells, f"{lesson} has no widget cell"

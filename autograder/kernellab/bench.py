@@ -21,7 +21,8 @@ def run_bench(out_dir: str, quick: bool = False, lessons=None) -> None:
     out.mkdir(parents=True, exist_ok=True)
     print(fingerprint())
     lessons = lessons or ["01_roofline_vector_add", "02_tiled_matmul", "03_fused_softmax_layernorm",
-                          "04_flash_attention", "06_profile_first", "07_ship_it", "08_hopper", "10_mixture_of_experts"]
+                          "04_flash_attention", "06_profile_first", "07_ship_it", "08_hopper", "09_serve_it",
+                          "10_mixture_of_experts"]
     if "01_roofline_vector_add" in lessons:
         from .lessons.l01_roofline_vector_add.bench import _write_lesson01, bench_lesson01
         _write_lesson01(bench_lesson01(quick), out)
@@ -52,6 +53,12 @@ def run_bench(out_dir: str, quick: bool = False, lessons=None) -> None:
         write_lesson08(res08, out)
         if res08 is not None:
             print((out / "lesson08.md").read_text())
+    if "09_serve_it" in lessons:
+        from .lessons.l09_serve_it.bench import bench_lesson09, write_lesson09
+        res09 = bench_lesson09(quick)
+        write_lesson09(res09, out)
+        if res09 is not None:
+            print((out / "lesson09.md").read_text())
     if "10_mixture_of_experts" in lessons:
         from .lessons.l10_mixture_of_experts.bench import bench_lesson10, write_lesson10
         res10 = bench_lesson10(quick)

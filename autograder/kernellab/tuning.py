@@ -20,7 +20,8 @@ def shared_bytes(config, elem_bytes: int = 2, head_dim: int = 128) -> int:
     stage. Attention (no BLOCK_K): the resident block of BLOCK_M rows plus, per stage, two streamed blocks
     of BLOCK_N rows (K and V), each ``head_dim`` wide - 128, the largest the course uses."""
     kw = config.kwargs
-    bm, bn = kw["BLOCK_M"], kw["BLOCK_N"]
+    # decode attention (lesson 09) names no BLOCK_M: its resident block is the 16 query rows tl.dot needs
+    bm, bn = kw.get("BLOCK_M", 16), kw["BLOCK_N"]
     if "BLOCK_K" not in kw:
         return (bm * head_dim + max(1, config.num_stages) * 2 * bn * head_dim) * elem_bytes
     bk = kw["BLOCK_K"]
@@ -35,7 +36,8 @@ def show_configs(configs: list) -> list[dict]:
         kb = shared_bytes(c) / 1024
         fits = shared_bytes(c) <= T4_SHARED_BYTES
         kw = c.kwargs
-        print(f"{kw['BLOCK_M']:>7} {kw['BLOCK_N']:>7} {kw.get('BLOCK_K', '-'):>7} {c.num_stages:>6} {c.num_warps:>5} "
+        print(f"{kw.get('BLOCK_M', '-'):>7} {kw['BLOCK_N']:>7} {kw.get('BLOCK_K', '-'):>7} {c.num_stages:>6} "
+              f"{c.num_warps:>5} "
               f"{kb:>9.0f}  {'yes' if fits else 'no: skipped there (OutOfResources)'}")
         rows.append({"config": str(c), "shared_kb": kb, "fits_t4": fits})
     if not any(r["fits_t4"] for r in rows):

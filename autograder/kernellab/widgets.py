@@ -10,4 +10,5 @@ from .lessons.l05_flash_attention_backward.widgets import backward_tiles  # noqa
 from .lessons.l06_profile_first.widgets import amdahl, kernel_payoff  # noqa: F401
 from .lessons.l07_ship_it.widgets import two_stage_reduction  # noqa: F401
 from .lessons.l08_hopper.widgets import warp_timeline  # noqa: F401
+from .lessons.l09_serve_it.widgets import split_waves  # noqa: F401
 from .lessons.l10_mixture_of_experts.widgets import tile_schedule  # noqa: F401

@@ -20,7 +20,7 @@ FOLDERS = {"01_roofline_vector_add": "l01_roofline_vector_add", "02_tiled_matmul
            "03_fused_softmax_layernorm": "l03_fused_softmax_layernorm", "04_flash_attention": "l04_flash_attention",
            "05_flash_attention_backward": "l05_flash_attention_backward", "06_profile_first": "l06_profile_first",
            "07_ship_it": "l07_ship_it", "08_hopper": "l08_hopper",
-           "10_mixture_of_experts": "l10_mixture_of_experts"}
+           "09_serve_it": "l09_serve_it", "10_mixture_of_experts": "l10_mixture_of_experts"}
 # lesson id -> the name its notebook imports (``from kernellab.lessons import lesson01 as L``)
 LESSONS = {lid: f"lesson{lid[:2]}" for lid in FOLDERS}
 _ALIASES = {name: FOLDERS[lid] for lid, name in LESSONS.items()}

@@ -9,6 +9,7 @@ from kernellab.device import DEVICE
 L1, L2, L3 = "01_roofline_vector_add", "02_tiled_matmul", "03_fused_softmax_layernorm"
 L4, L5, L6 = "04_flash_attention", "05_flash_attention_backward", "06_profile_first"
 L7 = "07_ship_it"
+L9 = "09_serve_it"
 L10 = "10_mixture_of_experts"
 
 

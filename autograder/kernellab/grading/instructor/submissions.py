@@ -157,6 +157,20 @@ def known_wrong(lesson: str, source_nb) -> dict:
                                        "    o = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=bool(causal))\n"
                                        "    return o, lse\n"),
         }
+    if lesson == "09_serve_it":
+        return {
+            # the merge exponentiates each split's lse as it is: exp(500) overflows float32
+            "merge_without_max": edit("merge_code", "    m_row = tl.where(m_row == -float(\"inf\"), 0.0, m_row)",
+                                      "    m_row = 0.0  # the max is not subtracted"),
+            # query head hq paired with KV head hq % HKV (heads interleaved, not grouped)
+            "gqa_interleaved": edit("decode_code", "    heads = h * GROUP + g\n", "    heads = h + g * Hkv\n"),
+            # masked keys keep the score of their zero-filled load (0) instead of -inf: the partial block's tail
+            # takes a share of the softmax
+            "tail_scores_zero": edit("decode_code", "        s = tl.where(keep[None, :], s, -float(\"inf\"))\n", ""),
+            # the block table ignored: page b * max_pages + j instead of block_table[b, j]
+            "pages_in_order": edit("decode_code", "            page = tl.load(table_ptr + b * stride_tb + cols // PAGE, mask=keep, other=0).to(tl.int64)",
+                                   "            page = (b * stride_tb + cols // PAGE).to(tl.int64)"),
+        }
     if lesson == "10_mixture_of_experts":
         return {
             # ties to the higher expert index: only tied logits tell
