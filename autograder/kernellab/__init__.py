@@ -19,6 +19,7 @@ if not DEVICE.on_gpu:
 else:
     ensure_triton_allocator()  # device-side TMA descriptors (lesson 08) need scratch memory at launch
 from .tuning import autotune  # noqa: E402
+from .launch import fast  # noqa: E402
 
 __version__ = "0.1.0"
-__all__ = ["DEVICE", "setup", "fingerprint", "measure_ceilings", "plot_roofline", "record_point", "lessons", "autotune"]
+__all__ = ["DEVICE", "setup", "fingerprint", "measure_ceilings", "plot_roofline", "record_point", "lessons", "autotune", "fast"]

@@ -132,6 +132,33 @@ def host_enqueue_ms(fns: dict, n: int = 20) -> dict:
     return out
 
 
+def host_us(fn, n: int = 50, rounds: int = 7) -> float:
+    """Microseconds of the host's time per call of ``fn()`` with the GPU not waited on: ``n`` calls back to back,
+    timed on the host's clock and divided by ``n``, the median of ``rounds`` such batches (a synchronise between
+    batches, untimed, so that the launch queue never fills and blocks a call). This is what a program pays on the
+    host for each call whatever the GPU does; where it exceeds the GPU's time per call, the GPU waits for the host
+    and do_bench reads it, not the kernel (the course timer hides it). Works on the CPU too (no GPU to wait for)."""
+    sync = _sync_if_gpu
+    fn()
+    sync()
+    per = []
+    for _ in range(max(1, rounds)):
+        sync()
+        t0 = time.perf_counter()
+        for _ in range(n):
+            fn()
+        per.append((time.perf_counter() - t0) * 1e6 / n)
+    sync()
+    return statistics.median(per)
+
+
+def three_timers(fn, rounds: int = 3, n_host: int = 50) -> dict:
+    """One callable by the three clocks a lesson's benchmark reports: ``course_ms`` (the course timer, the host
+    hidden), ``do_bench_ms`` (triton.testing.do_bench's median, launches paid) and ``host_us`` (host_us)."""
+    return {"course_ms": interleaved({"f": fn}, rounds)["f"], "do_bench_ms": do_bench_ms({"f": fn})["f"],
+            "host_us": host_us(fn, n=n_host)}
+
+
 def back_to_back_ms(fn, n: int = 200, rounds: int = 1) -> dict:
     """Per call of ``fn()`` issued ``n`` times back to back (the GPU runs behind): ``issue_ms``, the host's own time,
     and ``wall_ms``, up to the last call's completion (one synchronise); the best of ``rounds`` batches, after one
