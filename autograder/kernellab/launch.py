@@ -64,7 +64,7 @@ class FastKernel:
         if self.tuner is not None:
             t = self.tuner
             hooked = any(c.pre_hook for c in t.configs)  # the only hook Autotuner.run calls outside tuning
-            self.key_idx = [self.names.index(k) for k in t.keys if k in self.names]
+            self.key_idx = [self.names.index(k) for k in t.keys if k in self.names]  # keywords: in the key already
             if hooked:
                 self.jit = None
 
@@ -82,9 +82,9 @@ class FastKernel:
         try:
             key = (device, tuple(map(_spec, args)), tuple(kwargs.items()))
             if self.tuner is not None:
-                key += tuple(args[i] for i in self.key_idx)
+                key += tuple(args[i] for i in self.key_idx if i < len(args))
             pin = self.pins.get(key)
-        except (TypeError, IndexError):  # a type the key does not know; key arguments passed by keyword
+        except TypeError:  # a type the key does not know
             return self._slow(grid, args, kwargs)
         if pin is not None and pin[3] is not None and self.tuner.cache.get(pin[3]) is not pin[4]:
             pin = None  # the autotuner no longer holds this pick: let it decide again

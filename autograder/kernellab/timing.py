@@ -152,6 +152,26 @@ def host_us(fn, n: int = 50, rounds: int = 7) -> float:
     return statistics.median(per)
 
 
+def launch_paid(fns: dict, n_host: int = 30) -> dict:
+    """name -> {"do_bench_ms", "host_us"}: what each callable costs with its launches paid (do_bench's median) and
+    its host time per call (host_us), for a benchmark row beside the course timer's number."""
+    db = do_bench_ms(fns)
+    return {k: {"do_bench_ms": db[k], "host_us": host_us(f, n=n_host, rounds=5)} for k, f in fns.items()}
+
+
+def add_launch_paid(row: dict, fns: dict, base: str | None = None, n_host: int = 30) -> dict:
+    """Add each callable's do_bench ms and host us to a benchmark row (keys ``<name>_do_bench_ms``,
+    ``<name>_host_us``), and ``do_bench_vs_<base>`` for each other one when ``base`` is given."""
+    paid = launch_paid(fns, n_host)
+    for k, v in paid.items():
+        row[f"{k}_do_bench_ms"], row[f"{k}_host_us"] = v["do_bench_ms"], v["host_us"]
+    if base is not None:
+        for k in fns:
+            if k != base:
+                row[f"{k}_do_bench_vs_{base}"] = paid[base]["do_bench_ms"] / paid[k]["do_bench_ms"]
+    return row
+
+
 def three_timers(fn, rounds: int = 3, n_host: int = 50) -> dict:
     """One callable by the three clocks a lesson's benchmark reports: ``course_ms`` (the course timer, the host
     hidden), ``do_bench_ms`` (triton.testing.do_bench's median, launches paid) and ``host_us`` (host_us)."""
