@@ -72,6 +72,15 @@ def test_another_specialisation_goes_through_triton(fk, changed):
     assert len(slow) == 2 and compiled.launches == []
 
 
+def test_constexprs_passed_by_position_count_by_value(fk):
+    f, compiled, slow = fk
+    f[(1,)](None, None, 32, 64, 16)
+    f[(1,)](None, None, 32, 64, 32)  # BLOCK differs: another kernel, even though both are multiples of 16
+    assert len(slow) == 2
+    f[(1,)](None, None, 48, 64, 32)
+    assert len(slow) == 2 and compiled.launches[0][2] == (None, None, 48, 64, 32, 3)
+
+
 def test_keywords_count_by_value_and_unknown_types_are_never_pinned(fk):
     f, compiled, slow = fk
     f[(1,)](None, None, 32, 64, BLOCK=16)

@@ -47,6 +47,20 @@ BEFORE_07 = [("kl.fast(ln_backward_rows_kernel)[", "ln_backward_rows_kernel["),
              ("kl.fast(dq_kernel)[", "dq_kernel["),
              ("kl.fast(dkdv_kernel)[", "dkdv_kernel["),
              ('"kl07::', '"kl07before::')]
+# Candidates (not in the solutions; each a text edit, timed against the solution as it is and the baseline the issue
+# names). Lesson 03's add + LayerNorm at 768 columns (0.97-1.00x torch.compile): 16 Mi fp16 elements move 100 MB,
+# ~25 us at an H200's bandwidth, in 10,923 programs of 2 rows x 1024 lanes (a quarter of them masked off); the
+# candidates change rows per program and warps (latency hiding against the reduction's shuffles) and drop int64
+# row offsets (the 64-bit multiplies of every address; safe below 2^31 elements).
+LN03_ROWS_WARPS = ((1, 2), (1, 4), (4, 4), (4, 8), (8, 8))
+LN03_LINES = ("    rows = max(1, 2048 // block_c)  # short rows: two per program, four warps (measured best at 768)\n"
+              "    warps = max(4, min(16, rows * block_c // 512))\n")
+# Lesson 04's forward at D=128 (0.88-0.94x the Triton tutorial's): its exponentials already use exp2 with the scale
+# folded into one multiply-add, and full key blocks run unmasked; what is left to try cheaply is the tile schedule.
+# At D=128 a 128 x 128 tile with three stages needs 128*128*2 + 3*2*128*128*2 = 224 KB of shared memory, at the
+# H100's 227 KB limit; two stages (160 KB) leave room, and narrower key blocks (32) with 4 warps halve registers.
+FWD04_EXTRA = ((128, 128, 8, 2), (128, 64, 8, 2), (128, 64, 4, 2), (128, 32, 4, 3), (128, 32, 8, 3))
+FWD04_SHAPES = ((1024, False), (1024, True), (4096, False), (4096, True))  # B=4, H=32, D=128
 MATMUL_SHAPES = ((1024, 1024, 1024), (3000, 5000, 1500), (4096, 4100, 1000), (4095, 4097, 4093))
 LN_WIDTHS = (768, 1024, 4096)
 LN_ROWS = 4096  # 3-25 MB moved: the short calls where host time shows
@@ -174,6 +188,64 @@ def part_step(rounds: int = 3) -> dict:
     return res
 
 
+def _ln03_variants() -> dict:
+    """name -> edit pairs of lesson 03's add_layernorm: the candidates above."""
+    out = {f"{r} rows, {w} warps": [(LN03_LINES, f"    rows, warps = {r}, {w}\n")] for r, w in LN03_ROWS_WARPS}
+    out["int32 row offsets"] = [("rows = (tl.program_id(0) * ROWS + tl.arange(0, ROWS)).to(tl.int64)",
+                                 "rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)")]
+    return out
+
+
+def _fwd04_pairs() -> list:
+    extra = "".join(f", ({bm}, {bn}, {w}, {st})" for bm, bn, w, st in FWD04_EXTRA)
+    return [("(128, 128, 8, 3)]]", f"(128, 128, 8, 3){extra}]]")]
+
+
+def part_candidates(rounds: int = 3) -> dict:
+    from kernellab.lessons.attention import attention_flops, attention_reference, qkv
+    from kernellab.lessons.l03_fused_softmax_layernorm import problems as L3
+    from kernellab.lessons.l08_hopper.problems import attention_cudnn
+    from kernellab.timing import do_bench_ms, interleaved
+    res = {"ln03": {}, "fwd04": []}
+    cols = 768
+    inputs = L3._randn_ln((16 * 1024 * 1024 // cols, cols))(torch.Generator("cuda").manual_seed(1), "cuda")
+    ref = L3.add_layernorm_reference(*inputs)
+    fns = {"solution": load("03_fused_softmax_layernorm", ("add_layernorm",), None, "sol")["add_layernorm"]}
+    for name, pairs in _ln03_variants().items():
+        fns[name] = load("03_fused_softmax_layernorm", ("add_layernorm",), pairs, name)["add_layernorm"]
+    fns["torch.compile"] = L3._compiled(L3.add_layernorm_eager)
+    errors = {k: rel_err(f(*inputs), ref) for k, f in fns.items()}
+    calls = {k: (lambda f=f: f(*inputs)) for k, f in fns.items()}
+    course, paid = interleaved(calls, rounds), do_bench_ms(calls)
+    comp = course["torch.compile"]
+    res["ln03"] = {k: {"course_ms": course[k], "do_bench_ms": paid[k], "vs_compile": comp / course[k],
+                       "rel_error": errors[k]} for k in fns}
+    print("  add + LayerNorm at 768: " + ", ".join(f"{k} {v['vs_compile']:.3f}x" for k, v in res["ln03"].items()),
+          flush=True)
+    names = ("flash_attention",)
+    sol = load("04_flash_attention", names, None, "sol")
+    more = load("04_flash_attention", names, _fwd04_pairs(), "more configs")
+    for n, causal in FWD04_SHAPES:
+        q, k, v = qkv(torch.Generator("cuda").manual_seed(n), 4, 32, n, 128, device="cuda")
+        ref_o, _ = attention_reference(q[:1, :2], k[:1, :2], v[:1, :2], causal, dtype=torch.float32)
+        fns = {"solution": lambda: sol["flash_attention"](q, k, v, causal),
+               "more configs": lambda: more["flash_attention"](q, k, v, causal),
+               "cuDNN": lambda: attention_cudnn(q, k, v, causal)}
+        errs = {kk: rel_err(fns[kk]()[0][:1, :2], ref_o) for kk in ("solution", "more configs")}
+        course, paid = interleaved(fns, rounds), do_bench_ms(fns)
+        fl = attention_flops(4, 32, n, 128, causal)
+        row = {"N": n, "causal": causal, "errors": errs, "course_ms": {kk: course[kk] for kk in fns},
+               "do_bench_ms": paid, "tflops": {kk: fl / course[kk] / 1e9 for kk in fns},
+               "configs": {kk: str(ns["flash_fwd_kernel"].best_config) for kk, ns in (("solution", sol),
+                                                                                      ("more configs", more))}}
+        res["fwd04"].append(row)
+        print(f"  attention fwd D=128 N={n} causal={causal}: TFLOP/s " + ", ".join(
+            f"{kk} {t:.0f}" for kk, t in row["tflops"].items()) + f"; picked {row['configs']['more configs']}",
+            flush=True)
+        del q, k, v
+    return res
+
+
 # ---------------------------------------------------------------- report
 
 def targets(res: dict) -> dict:
@@ -236,6 +308,20 @@ def write(res: dict, out: pathlib.Path) -> None:
         lines += md_table(["version", "course ms", "do_bench ms", "host enqueue ms"], [
             [k, f"{v['course_ms']:.3f}", f"{v['do_bench_ms']:.3f}", f"{v['host_enqueue_ms']:.3f}"]
             for k, v in st["times"].items()])
+    if "candidates" in res:
+        c = res["candidates"]
+        lines += ["", "## Candidates: lesson 03's add + LayerNorm at 768 columns (16 Mi fp16 elements)", ""]
+        lines += md_table(["version", "course ms", "do_bench ms", "x torch.compile (course)", "rel. error"], [
+            [k, f"{v['course_ms']:.4f}", f"{v['do_bench_ms']:.4f}", f"{v['vs_compile']:.3f}", f"{v['rel_error']:.1e}"]
+            for k, v in c["ln03"].items()])
+        lines += ["", "## Candidates: lesson 04's forward at D=128 (B=4, H=32) with more configurations", ""]
+        lines += md_table(["N", "causal", "TFLOP/s solution / more configs / cuDNN", "do_bench ms solution / more / cuDNN",
+                           "picked (more configs)"], [
+            [r["N"], "yes" if r["causal"] else "no",
+             " / ".join(f"{r['tflops'][k]:.0f}" for k in ("solution", "more configs", "cuDNN")),
+             " / ".join(f"{r['do_bench_ms'][k]:.3f}" for k in ("solution", "more configs", "cuDNN")),
+             r["configs"]["more configs"].replace(", num_ctas: 1", "").replace(", maxnreg: None", "")]
+            for r in c["fwd04"]])
     if res.get("errors"):
         lines += ["", "## Errors", ""] + [f"- {k}: {v}" for k, v in res["errors"].items()]
     (out / "fast_check.md").write_text("\n".join(lines) + "\n")
@@ -246,7 +332,7 @@ def run_gpu(out: pathlib.Path, parts: list) -> dict:
     print(fingerprint(), flush=True)
     res = {"device": DEVICE.name, "torch": torch.__version__, "triton": __import__("triton").__version__,
            "date_utc": time.strftime("%Y-%m-%d %H:%M", time.gmtime()), "errors": {}, "seconds": {}}
-    todo = {"matmul": part_matmul, "ln": part_ln, "step": part_step}
+    todo = {"matmul": part_matmul, "ln": part_ln, "step": part_step, "candidates": part_candidates}
     for name in parts:
         t0 = time.perf_counter()
         print(f"[{name}]", flush=True)
@@ -364,6 +450,21 @@ def cpu_check() -> dict:
     worst = max(rel_err(g0, g1) for g0, g1 in zip(*got))
     assert worst < 1e-3, f"the block's before and after variants differ: {worst:.1e}"
     res["block_before_vs_after_rel_error"] = worst
+    from kernellab.lessons.l03_fused_softmax_layernorm import problems as L3
+    inputs = L3._randn_ln((37, 96))(torch.Generator().manual_seed(3), "cpu")
+    ref = L3.add_layernorm_reference(*inputs)
+    for name, pairs in _ln03_variants().items():
+        f = load("03_fused_softmax_layernorm", ("add_layernorm",), pairs, name)["add_layernorm"]
+        err = rel_err(f(*inputs), ref)
+        assert err < 1e-2, f"lesson 03 candidate {name}: relative error {err:.1e}"
+    from kernellab.tuning import shared_bytes
+    more = load("04_flash_attention", ("flash_attention",), _fwd04_pairs(), "more configs")
+    configs = more["FWD_CONFIGS"]
+    assert len(configs) == 7 + len(FWD04_EXTRA)
+    too_big = [str(c) for c in configs if shared_bytes(c, head_dim=128) > 227 * 1024]
+    assert not too_big, f"over an H100's shared memory at D=128: {too_big}"
+    assert all(c.kwargs["BLOCK_M"] % c.kwargs["BLOCK_N"] == 0 for c in configs)  # the causal diagonal's rule
+    res["candidates_build"] = {"ln03": list(_ln03_variants()), "fwd04_configs": len(configs)}
     res["sm90_loads"] = cpu_compile_check()
     b, a = res["sm90_loads"]["before"], res["sm90_loads"]["after"]
     assert b["scalar_loads"] > 0 and sum(b["cp_async"].values()) == 0, b
@@ -373,6 +474,7 @@ def cpu_check() -> dict:
     write(_made_up_result(), out)  # the report writer on results shaped as the GPU parts make them
     md = (out / "fast_check.md").read_text()
     assert "| 3000, 5000, 1500 | 0.40 / 0.90 |" in md and "| ln_backward_host_us | 15.000 | <= 20 | yes |" in md, md
+    assert "| 4 rows, 8 warps | 0.0300 |" in md and "| 4096 | yes | 400 / 400 / 400 |" in md, md
     return res
 
 
@@ -389,8 +491,13 @@ def _made_up_result() -> dict:
     step = {"shape": {"B": 4}, "compile_s": 30.0, "after_do_bench_vs_sdpa": 1.01, "after_do_bench_vs_compile": 1.1,
             "before_do_bench_vs_sdpa": 0.6, "before_do_bench_vs_compile": 0.7,
             "times": {k: dict(t(2.0, 2.0, 1900.0), host_enqueue_ms=1.9) for k in ("eager + SDPA", "yours")}}
+    cand = {"ln03": {k: {"course_ms": 0.03, "do_bench_ms": 0.031, "vs_compile": 1.0, "rel_error": 1e-3}
+                     for k in ["solution", *_ln03_variants(), "torch.compile"]},
+            "fwd04": [{"N": n, "causal": c, "tflops": dict.fromkeys(("solution", "more configs", "cuDNN"), 400.0),
+                       "do_bench_ms": dict.fromkeys(("solution", "more configs", "cuDNN"), 1.0),
+                       "configs": {"solution": "c", "more configs": "c"}} for n, c in FWD04_SHAPES]}
     return {"device": "made up", "errors": {}, "matmul": {"rows": mm, "fast_launch_stats": {"fast": 3, "triton": 1}},
-            "ln": {"rows": ln, "fast_launch_stats": {}}, "step": step}
+            "ln": {"rows": ln, "fast_launch_stats": {}}, "step": step, "candidates": cand}
 
 
 def main() -> int:

@@ -18,6 +18,7 @@ as Triton makes it), an argument of a type the key does not know, a configuratio
 """
 from __future__ import annotations
 
+import inspect
 import os
 import weakref
 
@@ -38,7 +39,7 @@ def _spec(a):
     """What Triton's specialisation sees of one argument; raises TypeError for a type not handled here."""
     t = type(a)
     if t is int:
-        return (a == 1, a % 16 == 0, -2**31 <= a < 2**31)
+        return (a == 1, a % 16 == 0, -2**31 <= a < 2**31, a >= 2**63)  # Triton: constant 1, divisibility, i32/i64/u64
     if t is float:
         return 0.5
     if t is bool or a is None:
@@ -57,7 +58,10 @@ class FastKernel:
         jit = kernel.fn if self.tuner is not None else kernel
         self.jit = jit if isinstance(jit, JITFunction) else None  # e.g. heuristics under the autotuner: never pinned
         self.names = list(self.jit.arg_names) if self.jit is not None else []
-        self.defaults = {p.name: p.default for p in self.jit.params} if self.jit is not None else {}
+        sig = inspect.signature(self.jit.fn).parameters if self.jit is not None else {}
+        self.defaults = {n: p.default for n, p in sig.items()}
+        # constexpr parameters passed by position: keyed by value, as Triton compiles one kernel per value
+        self.const_idx = {i for i, p in enumerate(sig.values()) if "constexpr" in str(p.annotation)}
         self.pins: dict = {}
         self.interpreted = os.environ.get("TRITON_INTERPRET", "0") == "1"
         self.stats = {"fast": 0, "triton": 0}  # calls that took each path (tests and the benchmark read it)
@@ -80,7 +84,11 @@ class FastKernel:
             return self._slow(grid, args, kwargs)
         device = _device()
         try:
-            key = (device, tuple(map(_spec, args)), tuple(kwargs.items()))
+            if self.const_idx:
+                specs = tuple(a if i in self.const_idx else _spec(a) for i, a in enumerate(args))
+            else:
+                specs = tuple(map(_spec, args))
+            key = (device, specs, tuple(kwargs.items()))
             if self.tuner is not None:
                 key += tuple(args[i] for i in self.key_idx if i < len(args))
             pin = self.pins.get(key)
@@ -127,7 +135,7 @@ class FastKernel:
                 plan.append((i, None))
             elif name in fixed:
                 plan.append((-1, fixed[name]))
-            elif self.defaults.get(name) is not _empty():
+            elif self.defaults.get(name, inspect.Parameter.empty) is not inspect.Parameter.empty:
                 plan.append((-1, self.defaults[name]))
             else:
                 return
@@ -153,11 +161,6 @@ def _device() -> int:
 def _stream(device: int):
     from triton.runtime import driver
     return driver.active.get_current_stream(device)
-
-
-def _empty():
-    import inspect
-    return inspect.Parameter.empty
 
 
 def _triton_path_needed() -> bool:
