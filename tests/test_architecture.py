@@ -23,7 +23,7 @@ LAYERS = [
     (1, "core", ["compare", "guarded", "invoke", "reads", "watch", "traffic", "code_rules", "paths",
                  "widgets_base", "record", "replay", "op_rules", "kernel_source"]),
     (2, "problems", ["problems", "problems.*"]),
-    (3, "measure", ["timing", "ceilings", "roofline", "sweeps", "profiling", "tuning", "report", "learner"]),
+    (3, "measure", ["timing", "ceilings", "roofline", "sweeps", "profiling", "tuning", "launch", "report", "learner"]),
     (4, "lessons", ["", "lessons", "lessons.attention", "lessons.l*", "lessons.*.problems", "lessons.*.widgets",
                     "widgets"]),
     (5, "notebook cells", ["notebook_cells"]),

@@ -35,7 +35,8 @@ from kernellab.device import DEVICE
 
 # Lesson 02: the launch through Triton's own path, and no alignment hints.
 BEFORE_02 = [("kl.fast(matmul_kernel)[grid](", "matmul_kernel[grid]("),
-             ("A_ALIGN=_align(sam, K), B_ALIGN=_align(sbk, N), C_ALIGN=_align(N)", "A_ALIGN=1, B_ALIGN=1, C_ALIGN=1")]
+             ("A_ALIGN=_align(a.stride(0), K), B_ALIGN=_align(b.stride(0), N),\n"
+              "                                 C_ALIGN=_align(c.stride(0), N))", "A_ALIGN=1, B_ALIGN=1, C_ALIGN=1)")]
 # Lesson 07: every launch through Triton's own path, the SM count asked on every call, the ops under other names
 # (two versions of one custom op name in one process would share the newer implementation).
 BEFORE_07 = [("kl.fast(ln_backward_rows_kernel)[", "ln_backward_rows_kernel["),
@@ -61,7 +62,10 @@ LN03_LINES = ("    rows = max(1, 2048 // block_c)  # short rows: two per program
 # H100's 227 KB limit; two stages (160 KB) leave room, and narrower key blocks (32) with 4 warps halve registers.
 FWD04_EXTRA = ((128, 128, 8, 2), (128, 64, 8, 2), (128, 64, 4, 2), (128, 32, 4, 3), (128, 32, 8, 3))
 FWD04_SHAPES = ((1024, False), (1024, True), (4096, False), (4096, True))  # B=4, H=32, D=128
-MATMUL_SHAPES = ((1024, 1024, 1024), (3000, 5000, 1500), (4096, 4100, 1000), (4095, 4097, 4093))
+# 1024^3: host-bound before (47.8 us by do_bench vs cuBLAS's 9.2 on an H200); the two misaligned shapes of lesson
+# 08's benchmark (all three misaligned shapes are in lesson 02's: kernellab bench --lessons 02_tiled_matmul). Every
+# shape costs the autotuner's ten compiles per variant; the odd one compiles once (both variants have ALIGN = 1).
+MATMUL_SHAPES = ((1024, 1024, 1024), (3000, 5000, 1500), (4095, 4097, 4093))
 LN_WIDTHS = (768, 1024, 4096)
 LN_ROWS = 4096  # 3-25 MB moved: the short calls where host time shows
 TARGETS = {"ln_backward_host_us": 20.0, "matmul_misaligned_vs_cublas": 0.8, "matmul_1024_do_bench_vs_cublas": 0.8,
@@ -383,7 +387,8 @@ fn = ns["matmul_kernel"]
 names = fn.arg_names
 out = {}
 # 3000 x 5000 x 1500: K = 1500 (4 | K), N = 5000 (8 | N); A (3000, 1500), B (1500, 5000), C (3000, 5000), row-major
-for label, align in (("before", (1, 1, 1)), ("after", (ns["_align"](1500, 1500), ns["_align"](5000, 5000), ns["_align"](5000)))):
+for label, align in (("before", (1, 1, 1)), ("after", (ns["_align"](1500, 1500), ns["_align"](5000, 5000),
+                                                          ns["_align"](5000, 5000)))):
     const = dict(BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, GROUP_M=8, BIAS_GELU=False, stride_ak=1, stride_bn=1,
                  stride_cn=1, A_ALIGN=align[0], B_ALIGN=align[1], C_ALIGN=align[2])
     sig = {n: ("constexpr" if n in const else "*fp16" if n.endswith("_ptr") else "i32") for n in names}
