@@ -94,10 +94,10 @@ def test_keywords_count_by_value_and_unknown_types_are_never_pinned(fk):
 def test_watched_or_hooked_calls_take_triton_s_path(fk, monkeypatch):
     f, compiled, slow = fk
     f[(1,)](None, None, 32, 64, BLOCK=16)
-    monkeypatch.setattr(launch._watch, "_CURRENT", [object()])
+    monkeypatch.setattr(launch._watch, "current", lambda: object())
     f[(1,)](None, None, 32, 64, BLOCK=16)
     assert len(slow) == 2 and compiled.launches == []
-    monkeypatch.setattr(launch._watch, "_CURRENT", [])
+    monkeypatch.setattr(launch._watch, "current", lambda: None)
     f[(1,)](None, None, 32, 64, BLOCK=16)
     assert len(slow) == 2 and len(compiled.launches) == 1
 

@@ -172,13 +172,6 @@ def add_launch_paid(row: dict, fns: dict, base: str | None = None, n_host: int =
     return row
 
 
-def three_timers(fn, rounds: int = 3, n_host: int = 50) -> dict:
-    """One callable by the three clocks a lesson's benchmark reports: ``course_ms`` (the course timer, the host
-    hidden), ``do_bench_ms`` (triton.testing.do_bench's median, launches paid) and ``host_us`` (host_us)."""
-    return {"course_ms": interleaved({"f": fn}, rounds)["f"], "do_bench_ms": do_bench_ms({"f": fn})["f"],
-            "host_us": host_us(fn, n=n_host)}
-
-
 def back_to_back_ms(fn, n: int = 200, rounds: int = 1) -> dict:
     """Per call of ``fn()`` issued ``n`` times back to back (the GPU runs behind): ``issue_ms``, the host's own time,
     and ``wall_ms``, up to the last call's completion (one synchronise); the best of ``rounds`` batches, after one
