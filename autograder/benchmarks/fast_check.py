@@ -33,6 +33,8 @@ import torch
 
 from kernellab.device import DEVICE
 
+DEV = DEVICE.torch_device
+
 # Lesson 02: the launch through Triton's own path, and no alignment hints.
 BEFORE_02 = [("kl.fast(matmul_kernel)[grid](", "matmul_kernel[grid]("),
              ("A_ALIGN=_align(a.stride(0), K), B_ALIGN=_align(b.stride(0), N),\n"
@@ -121,13 +123,14 @@ def part_matmul(shapes=MATMUL_SHAPES) -> dict:
     after = load("02_tiled_matmul", names, None, "after")
     rows = []
     for m, n, k in shapes:
-        g = torch.Generator(device="cuda").manual_seed(m + n + k)
-        a = torch.randn(m, k, device="cuda", generator=g).half()
-        b = torch.randn(k, n, device="cuda", generator=g).half()
+        g = torch.Generator(device=DEV).manual_seed(m + n + k)
+        a = torch.randn(m, k, device=DEV, generator=g).half()
+        b = torch.randn(k, n, device=DEV, generator=g).half()
         ref = a.float() @ b.float()
         fns = {"before": lambda: before["matmul"](a, b), "after": lambda: after["matmul"](a, b),
                "cublas": lambda: torch.matmul(a, b)}
-        errors = {v: rel_err(fns[v](), ref) for v in ("before", "after")}
+        # the second call: after's launches go through kl.fast's direct path from the second call at a shape
+        errors = {v: rel_err((fns[v](), fns[v]())[1], ref) for v in ("before", "after")}
         t = three(fns)
         row = {"shape": [m, n, k], "errors": errors, "times": t,
                "configs": {v: str(ns["matmul_kernel"].best_config) for v, ns in (("before", before), ("after", after))}}
@@ -143,47 +146,53 @@ def part_matmul(shapes=MATMUL_SHAPES) -> dict:
     return {"rows": rows, "fast_launch_stats": dict(fast)}
 
 
-def part_ln() -> dict:
+def part_ln(widths=LN_WIDTHS, rows=LN_ROWS) -> dict:
     from kernellab.lessons.l07_ship_it import problems as L
     names = ("add_layernorm_backward",)
     before = load("07_ship_it", names, BEFORE_07, "before")["add_layernorm_backward"]
     after_ns = load("07_ship_it", names, None, "after")
     after = after_ns["add_layernorm_backward"]
-    rows = []
-    for d in LN_WIDTHS:
-        inputs = L.ln_inputs(LN_ROWS, d, seed=d)
+    out = []
+    for d in widths:
+        inputs = L.ln_inputs(rows, d, seed=d)
         ref = L.ln_grads(*inputs, dtype=torch.float32)
-        outs = {"before": before(*inputs), "after": after(*inputs)}
+        outs = {"before": before(*inputs), "after": (after(*inputs), after(*inputs))[1]}  # the second: kl.fast's path
         same = all(torch.equal(x, y) for x, y in zip(outs["before"], outs["after"]))
         errors = {v: max(rel_err(g, r) for g, r in zip(o, ref)) for v, o in outs.items()}
         t = three({"before": lambda: before(*inputs), "after": lambda: after(*inputs)}, n_host=100)
-        rows.append({"d": d, "rows": LN_ROWS, "after_equals_before": same, "errors": errors, "times": t})
+        out.append({"d": d, "rows": rows, "after_equals_before": same, "errors": errors, "times": t})
         print(f"  LN backward d={d}: host us {t['before']['host_us']:.1f} -> {t['after']['host_us']:.1f}; do_bench us "
               f"{t['before']['do_bench_ms'] * 1e3:.1f} -> {t['after']['do_bench_ms'] * 1e3:.1f}; course timer us "
               f"{t['after']['course_ms'] * 1e3:.1f}; identical: {same}", flush=True)
     stats = {k: dict(kernellab.fast(after_ns[k]).stats) for k in ("ln_backward_rows_kernel", "ln_backward_reduce_kernel")}
-    return {"rows": rows, "fast_launch_stats": stats}
+    return {"rows": out, "fast_launch_stats": stats}
 
 
-def part_step(rounds: int = 3) -> dict:
+def part_step(rounds: int = 3, shape=None) -> dict:
     from kernellab.lessons.l07_ship_it import problems as L
     from kernellab.timing import STEP_HOST_MS, do_bench_ms, host_enqueue_ms, host_us, interleaved
     names = ("block_forward",)
     before = load("07_ship_it", names, BEFORE_07, "before")["block_forward"]
     after = load("07_ship_it", names, None, "after")["block_forward"]
+    shape = shape or L.GPU_SHAPE
     fns = L.step_contenders(None)
+    if not DEVICE.on_gpu:  # the CPU dry run: Inductor would compile C++ for minutes
+        fns.pop("torch.compile(eager + SDPA)")
     fns["yours, compiled (before)"] = lambda x, p, dout, h: L.step_through_compile(before, x, *p, dout, h)
     fns["yours, compiled (after)"] = lambda x, p, dout, h: L.step_through_compile(after, x, *p, dout, h)
     t0 = time.perf_counter()
-    calls = L.step_calls(fns, L.GPU_SHAPE, graphs=False)  # compiles here
+    calls = L.step_calls(fns, shape, graphs=False)  # compiles here
     compile_s = time.perf_counter() - t0
+    for _ in range(2):  # a step after its first: every launch of the after variant through kl.fast's direct path
+        got = {v: calls[f"yours, compiled ({v})"]() for v in ("before", "after")}
+    step_err = max(rel_err(a, b) for a, b in zip(got["after"], got["before"]))  # output, dx and 12 weight gradients
     course = interleaved(calls, rounds, hide_ms=STEP_HOST_MS)  # as the graded steps are timed
     paid = do_bench_ms(calls)
     enqueue = host_enqueue_ms(calls)
-    res = {"shape": L.GPU_SHAPE._asdict(), "compile_s": compile_s, "times": {
+    res = {"shape": shape._asdict(), "compile_s": compile_s, "after_vs_before_rel_error": step_err, "times": {
         k: {"course_ms": course[k], "do_bench_ms": paid[k], "host_enqueue_ms": enqueue[k]["host_ms"],
             "host_us": host_us(calls[k], n=5, rounds=3)} for k in calls}}
-    base, comp = paid["eager + SDPA"], paid["torch.compile(eager + SDPA)"]
+    base, comp = paid["eager + SDPA"], paid.get("torch.compile(eager + SDPA)", float("nan"))
     for v in ("before", "after"):
         ms = paid[f"yours, compiled ({v})"]
         res[f"{v}_do_bench_vs_sdpa"], res[f"{v}_do_bench_vs_compile"] = base / ms, comp / ms
@@ -205,39 +214,39 @@ def _fwd04_pairs() -> list:
     return [("(128, 128, 8, 3)]]", f"(128, 128, 8, 3){extra}]]")]
 
 
-def part_candidates(rounds: int = 3) -> dict:
+def part_candidates(rounds: int = 3, ln_shape=(16 * 1024 * 1024 // 768, 768), fwd_shapes=FWD04_SHAPES,
+                    bh=(4, 32)) -> dict:
     from kernellab.lessons.attention import attention_flops, attention_reference, qkv
     from kernellab.lessons.l03_fused_softmax_layernorm import problems as L3
     from kernellab.lessons.l08_hopper.problems import attention_cudnn
     from kernellab.timing import do_bench_ms, interleaved
     res = {"ln03": {}, "fwd04": []}
-    cols = 768
-    inputs = L3._randn_ln((16 * 1024 * 1024 // cols, cols))(torch.Generator("cuda").manual_seed(1), "cuda")
+    inputs = L3._randn_ln(ln_shape)(torch.Generator(DEV).manual_seed(1), DEV)
     ref = L3.add_layernorm_reference(*inputs)
     fns = {"solution": load("03_fused_softmax_layernorm", ("add_layernorm",), None, "sol")["add_layernorm"]}
     for name, pairs in _ln03_variants().items():
         fns[name] = load("03_fused_softmax_layernorm", ("add_layernorm",), pairs, name)["add_layernorm"]
-    fns["torch.compile"] = L3._compiled(L3.add_layernorm_eager)
+    fns["torch.compile"] = L3._compiled(L3.add_layernorm_eager) if DEVICE.on_gpu else L3.add_layernorm_eager
     errors = {k: rel_err(f(*inputs), ref) for k, f in fns.items()}
     calls = {k: (lambda f=f: f(*inputs)) for k, f in fns.items()}
     course, paid = interleaved(calls, rounds), do_bench_ms(calls)
     comp = course["torch.compile"]
     res["ln03"] = {k: {"course_ms": course[k], "do_bench_ms": paid[k], "vs_compile": comp / course[k],
                        "rel_error": errors[k]} for k in fns}
-    print("  add + LayerNorm at 768: " + ", ".join(f"{k} {v['vs_compile']:.3f}x" for k, v in res["ln03"].items()),
+    print(f"  add + LayerNorm at {ln_shape[1]}: " + ", ".join(f"{k} {v['vs_compile']:.3f}x" for k, v in res["ln03"].items()),
           flush=True)
     names = ("flash_attention",)
     sol = load("04_flash_attention", names, None, "sol")
     more = load("04_flash_attention", names, _fwd04_pairs(), "more configs")
-    for n, causal in FWD04_SHAPES:
-        q, k, v = qkv(torch.Generator("cuda").manual_seed(n), 4, 32, n, 128, device="cuda")
+    for n, causal in fwd_shapes:
+        q, k, v = qkv(torch.Generator(DEV).manual_seed(n), bh[0], bh[1], n, 128, device=DEV)
         ref_o, _ = attention_reference(q[:1, :2], k[:1, :2], v[:1, :2], causal, dtype=torch.float32)
         fns = {"solution": lambda: sol["flash_attention"](q, k, v, causal),
                "more configs": lambda: more["flash_attention"](q, k, v, causal),
                "cuDNN": lambda: attention_cudnn(q, k, v, causal)}
         errs = {kk: rel_err(fns[kk]()[0][:1, :2], ref_o) for kk in ("solution", "more configs")}
         course, paid = interleaved(fns, rounds), do_bench_ms(fns)
-        fl = attention_flops(4, 32, n, 128, causal)
+        fl = attention_flops(bh[0], bh[1], n, 128, causal)
         row = {"N": n, "causal": causal, "errors": errs, "course_ms": {kk: course[kk] for kk in fns},
                "do_bench_ms": paid, "tflops": {kk: fl / course[kk] / 1e9 for kk in fns},
                "configs": {kk: str(ns["flash_fwd_kernel"].best_config) for kk, ns in (("solution", sol),
@@ -309,6 +318,8 @@ def write(res: dict, out: pathlib.Path) -> None:
     if "step" in res:
         st = res["step"]
         lines += ["", f"## Lesson 07 training step ({st['shape']}; compile and first calls {st['compile_s']:.0f} s)", ""]
+        lines += [f"After against before (output and all 13 gradients, worst relative difference): "
+                  f"{st.get('after_vs_before_rel_error', float('nan')):.1e}", ""]
         lines += md_table(["version", "course ms", "do_bench ms", "host enqueue ms"], [
             [k, f"{v['course_ms']:.3f}", f"{v['do_bench_ms']:.3f}", f"{v['host_enqueue_ms']:.3f}"]
             for k, v in st["times"].items()])
@@ -474,6 +485,7 @@ def cpu_check() -> dict:
     b, a = res["sm90_loads"]["before"], res["sm90_loads"]["after"]
     assert b["scalar_loads"] > 0 and sum(b["cp_async"].values()) == 0, b
     assert a["scalar_loads"] == 0 and a["cp_async"]["0x8"] > 0 and a["cp_async"]["0x10"] > 0, a
+    res["dry_run"] = dry_run()
     import tempfile
     out = pathlib.Path(tempfile.mkdtemp())
     write(_made_up_result(), out)  # the report writer on results shaped as the GPU parts make them
@@ -481,6 +493,37 @@ def cpu_check() -> dict:
     assert "| 3000, 5000, 1500 | 0.40 / 0.90 |" in md and "| ln_backward_host_us | 15.000 | <= 20 | yes |" in md, md
     assert "| 4 rows, 8 warps | 0.0300 |" in md and "| 4096 | yes | 400 / 400 / 400 |" in md, md
     return res
+
+
+def dry_run() -> dict:
+    """The GPU parts' own code on the CPU: tiny shapes, the interpreter, every timer replaced by a constant (so
+    nothing here is a measurement); the report written from what they return."""
+    import tempfile
+
+    import kernellab.timing as T
+    from kernellab.lessons.l07_ship_it import problems as L
+    saved = {k: getattr(T, k) for k in ("interleaved", "do_bench_ms", "host_us", "host_enqueue_ms")}
+    T.interleaved = lambda fns, rounds, hide_ms=None, timer=None: {k: 1.0 for k in fns}
+    T.do_bench_ms = lambda fns, warmup=25, rep=100: {k: 1.0 for k in fns}
+    T.host_us = lambda fn, n=50, rounds=7: 10.0
+    T.host_enqueue_ms = lambda fns, n=20: {k: {"host_ms": 1.0, "wall_ms": 1.0} for k in fns}
+    try:
+        res = {"device": "CPU dry run", "errors": {}}
+        res["matmul"] = part_matmul(shapes=((24, 40, 12), (9, 13, 7)))
+        res["ln"] = part_ln(widths=(96,), rows=37)
+        res["step"] = part_step(rounds=1, shape=L.Shape(1, 40, 64, 2, 128))
+        res["candidates"] = part_candidates(rounds=1, ln_shape=(37, 96), fwd_shapes=((40, False), (40, True)),
+                                           bh=(1, 1))
+    finally:
+        for k, v in saved.items():
+            setattr(T, k, v)
+    assert all(r["errors"]["after"] < 2e-3 for r in res["matmul"]["rows"]), res["matmul"]
+    assert all(r["after_equals_before"] for r in res["ln"]["rows"]), res["ln"]
+    assert res["step"]["after_vs_before_rel_error"] < 1e-3, res["step"]
+    assert all(v["rel_error"] < 1e-2 for v in res["candidates"]["ln03"].values()), res["candidates"]
+    out = pathlib.Path(tempfile.mkdtemp())
+    write(res, out)
+    return {"report_lines": len((out / "fast_check.md").read_text().splitlines())}
 
 
 def _made_up_result() -> dict:
