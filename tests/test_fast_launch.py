@@ -102,6 +102,15 @@ def test_watched_or_hooked_calls_take_triton_s_path(fk, monkeypatch):
     assert len(slow) == 2 and len(compiled.launches) == 1
 
 
+def test_a_replaced_jit_run_takes_triton_s_path(fk, monkeypatch):
+    # e.g. grading/worker/compile_ahead.launches_as_requests: a launch must reach the replacement, never the GPU
+    f, compiled, slow = fk
+    f[(1,)](None, None, 32, 64, BLOCK=16)
+    monkeypatch.setattr(JITFunction, "run", lambda self, *a, **k: None)
+    f[(1,)](None, None, 32, 64, BLOCK=16)
+    assert len(slow) == 2 and compiled.launches == []
+
+
 def test_autotuned_kernel_follows_its_autotuner(monkeypatch):
     monkeypatch.setattr(launch, "_device", lambda: 0)
     monkeypatch.setattr(launch, "_stream", lambda d: 0)
