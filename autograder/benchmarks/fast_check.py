@@ -9,10 +9,14 @@ three ways: the course timer (timing.interleaved: the host's time hidden), ``tri
 paid) and the host's time per call (timing.host_us). Outputs are compared too: after against before (the same
 kernels: equal to the last bit where no autotuner is involved) and lesson 02 against fp32 cuBLAS.
 
-    python3 autograder/benchmarks/fast_check.py --out DIR    # GPU: DIR/fast_check.json and DIR/fast_check.md
-    python3 autograder/benchmarks/fast_check.py --cpu-check  # no GPU: the same variants built and run in the
-                                                             # interpreter against float64, and the lesson 02
-                                                             # kernel compiled for sm_90 (its loads counted)
+    PYTHONPATH=autograder python3 autograder/benchmarks/fast_check.py --out DIR
+        # GPU, about 3 minutes on an H200 (most of it compiling: the matmul's ten configurations per variant and
+        # shape, three torch.compile'd steps): DIR/fast_check.json and DIR/fast_check.md
+    PYTHONPATH=autograder python3 autograder/benchmarks/fast_check.py --parts candidates --out DIR2
+        # GPU, about 1.5 minutes: lesson 03 and 04's candidates (not in the default run, to keep it under 4 minutes)
+    PYTHONPATH=autograder python3 autograder/benchmarks/fast_check.py --cpu-check
+        # no GPU: the variants built and run in the interpreter against float64, every GPU part's code run on tiny
+        # shapes with constant timers, and lesson 02's kernel compiled for sm_90 (its loads counted)
 
 On the GPU it prints each part's time as it goes and rewrites the report after each part, so that a run stopped
 by a time limit keeps what it measured. ``--parts`` picks parts (matmul, ln, step; default all).
