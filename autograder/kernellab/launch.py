@@ -15,7 +15,8 @@ configuration its autotuner holds for them (checked on every call: when the auto
 ``tuning.compile_only``, the next call goes through it again). Anything else takes Triton's own path every time:
 the CPU interpreter, a launch hook (a profiler), the course's watch or recording of a call (they see every launch
 as Triton makes it), anything that has replaced Triton's ``JITFunction.run`` or ``Autotuner.run`` (the grading
-worker's compile-ahead pass turns launches into compile requests that way), an argument of a type the key does not know, a configuration with a pre_hook.
+worker's compile-ahead pass turns launches into compile requests that way), an argument of a type the key does not
+know, a configuration with a pre_hook.
 
 Its own Python costs about 5.7 us of CPU time a launch for the LayerNorm backward's 14 arguments (2.6 us of it the
 specialisation key; measured with a stand-in launcher on the course's 2-core CI machine, where a CPU torch.empty
@@ -167,17 +168,15 @@ class FastKernel:
 
 
 def _device() -> int:
-    from triton.runtime import driver
-    return driver.active.get_current_device()
+    return _driver.active.get_current_device()
 
 
 def _stream(device: int):
-    from triton.runtime import driver
-    return driver.active.get_current_stream(device)
+    return _driver.active.get_current_stream(device)
 
 
 def _triton_path_needed() -> bool:
-    """Whether this call must go through Triton's own launch: the interpreter, a profiler's launch hook, or the
+    """Whether this call must go through Triton's own launch: Triton's run replaced, a profiler's launch hook, or the
     course watching or recording the call (both count and record launches where Triton makes them)."""
     if _JIT.run is not _JIT_RUN or _AUTOTUNER.run is not _AUTOTUNER_RUN:
         return True  # someone intercepts launches (the course's watch, the grading worker's compile-ahead pass)
@@ -189,6 +188,7 @@ def _triton_path_needed() -> bool:
 
 from . import record as _record, watch as _watch  # noqa: E402  (after the definitions: no import cycle at load)
 
+from triton.runtime import driver as _driver  # noqa: E402
 from triton.runtime.autotuner import Autotuner as _AUTOTUNER  # noqa: E402
 from triton.runtime.jit import JITFunction as _JIT  # noqa: E402
 
