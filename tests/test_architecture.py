@@ -24,7 +24,7 @@ LAYERS = [
                  "widgets_base", "record", "replay", "op_rules", "kernel_source", "triton_frontend",
                  "notebook_source"]),
     (2, "problems", ["problems", "problems.*"]),
-    (3, "measure", ["timing", "ceilings", "roofline", "sweeps", "profiling", "tuning", "report", "learner"]),
+    (3, "measure", ["timing", "ceilings", "roofline", "sweeps", "profiling", "tuning", "launch", "report", "learner"]),
     (4, "lessons", ["", "lessons", "lessons.answers", "lessons.attention", "lessons.l*", "lessons.*.problems", "lessons.*.widgets",
                     "widgets"]),
     (5, "notebook cells", ["notebook_cells"]),

@@ -5,7 +5,9 @@ ln_backward_variants.py loads lesson 07's reduce kernel and checks its backward 
 runs lesson 05's backward with dQ added by atomics through lesson 05's correctness check; scripts/tma_attention_ab.py
 runs lesson 08's attention variants (one tile, the early Q K^T, the halves with pointer loads) on three small shapes;
 scripts/exp_offload_ab.py runs lessons 04 and 08's solutions with part or all of the softmax's exponentials moved to
-the FMA pipe (and checks that polynomial on its own)."""
+the FMA pipe (and checks that polynomial on its own). autograder/benchmarks/fast_check.py (issue 56's A/B) builds
+its before and after variants of lessons 02 and 07, runs them against float64 and each other, and compiles lesson
+02's kernel for sm_90 to count its loads (about 30 s on 2 busy cores)."""
 import os
 import subprocess
 import sys
@@ -15,7 +17,7 @@ import pytest
 from kernellab.paths import repo_root
 
 
-@pytest.mark.parametrize("script", ["matmul_sweep.py"])
+@pytest.mark.parametrize("script", ["matmul_sweep.py", "fast_check.py"])
 def test_a_sweep_scripts_cpu_check_passes(script):
     env = dict(os.environ, PYTHONPATH=str(repo_root() / "autograder"), TRITON_INTERPRET="1", KERNELLAB_FORCE_CPU="1")
     out = subprocess.run([sys.executable, str(repo_root() / "autograder" / "benchmarks" / script), "--cpu-check"], capture_output=True,

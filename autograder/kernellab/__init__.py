@@ -7,7 +7,7 @@ from . import _env  # noqa: F401  (must be first)
 from .device import DEVICE, setup, fingerprint  # noqa: E402
 from .ceilings import measure_ceilings  # noqa: E402
 from .roofline import plot_roofline, record_point  # noqa: E402
-from . import lessons, tuning  # noqa: E402
+from . import lessons, timing, tuning  # noqa: E402
 from .compat import (ensure_triton_allocator, patch_interpreter_autotune, patch_interpreter_device_calls,  # noqa: E402
                      patch_interpreter_index, patch_interpreter_overflow_checks)
 
@@ -19,6 +19,7 @@ if not DEVICE.on_gpu:
 else:
     ensure_triton_allocator()  # device-side TMA descriptors (lesson 08) need scratch memory at launch
 from .tuning import autotune  # noqa: E402
+from .launch import fast  # noqa: E402
 
 __version__ = "0.1.0"
-__all__ = ["DEVICE", "setup", "fingerprint", "measure_ceilings", "plot_roofline", "record_point", "lessons", "autotune"]
+__all__ = ["DEVICE", "setup", "fingerprint", "measure_ceilings", "plot_roofline", "record_point", "lessons", "autotune", "fast"]

@@ -17,6 +17,12 @@ def run_bench(out_dir: str, quick: bool = False, lessons=None) -> None:
     if not DEVICE.on_gpu and not smoke:
         print("kernellab bench needs a CUDA GPU; this machine has none.")
         return
+    from .sweeps import paying_launches
+    with paying_launches():  # every lesson's rows carry do_bench and host time beside the course timer
+        _run(out_dir, quick, lessons)
+
+
+def _run(out_dir: str, quick: bool, lessons) -> None:
     out = pathlib.Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     print(fingerprint())

@@ -65,6 +65,23 @@ def md_table(columns: list, rows: list) -> list[str]:
             + ["| " + " | ".join(str(c) for c in r) + " |" for r in rows])
 
 
+PAID = ("Launches paid: `triton.testing.do_bench`'s median (no GPU-side wait: where the host takes longer to issue a "
+        "call than the GPU to run it, the host's time is what it reads) and the host's time per call (`timing.host_us`: "
+        "calls back to back, the GPU not waited on).")
+
+
+def paid_table(title: str, rows: list, label: str, label_of, names: list) -> list[str]:
+    """Markdown lines for the launch-paid numbers rows carry (timing.add_launch_paid's keys): per row, each
+    contender's do_bench ms and host us; rows without them are left out (an older report)."""
+    rows = [r for r in rows if f"{names[0]}_do_bench_ms" in r]
+    if not rows:
+        return []
+    cols = [label] + [f"{n} do_bench ms" for n in names] + [f"{n} host us" for n in names]
+    body = [[label_of(r)] + [f"{r.get(f'{n}_do_bench_ms', float('nan')):.4f}" for n in names]
+            + [f"{r.get(f'{n}_host_us', float('nan')):.1f}" for n in names] for r in rows]
+    return ["", f"### {title}: launches paid", "", PAID, ""] + md_table(cols, body)
+
+
 def met(value: float, target: float) -> str:
     """A table cell saying whether a measured ratio meets its target."""
     return "yes" if value >= target else "**no**"

@@ -1,6 +1,8 @@
 """Size sweeps: where a kernel stops paying for its launch and starts paying for its bytes."""
 from __future__ import annotations
 
+import contextlib
+
 import sys
 
 import torch
@@ -72,14 +74,32 @@ def bandwidth_sweep(add, max_log2: int | None = None, plot: bool = True) -> list
     return rows
 
 
+_PAID: list = []  # non-empty inside paying_launches()
+
+
+@contextlib.contextmanager
+def paying_launches():
+    """Inside the block (``kernellab bench``), time_contenders also measures each contender with its launches paid
+    (``{name}_do_bench_ms``, ``{name}_host_us``: timing.launch_paid); outside it (a notebook's sweep), it does not."""
+    _PAID.append(True)
+    try:
+        yield
+    finally:
+        _PAID.pop()
+
+
 def time_contenders(fns: dict, inputs: list, nbytes: int | None = None, rounds: int = 3) -> dict:
     """``{name}_ms`` (and ``{name}_gbps`` for ``nbytes``) of each ``fn(*inputs)``, contenders interleaved.
     timing.bench keeps each contender's first call (compilation, autotuning) out of the numbers."""
-    from .timing import interleaved
-    t = interleaved({k: (lambda f=f: f(*inputs)) for k, f in fns.items()}, rounds)
+    from .timing import interleaved, launch_paid
+    calls = {k: (lambda f=f: f(*inputs)) for k, f in fns.items()}
+    t = interleaved(calls, rounds)
     out = {f"{k}_ms": t[k] for k in fns}
     if nbytes is not None:
         out |= {f"{k}_gbps": nbytes / (t[k] * 1e-3) / 1e9 for k in fns}
+    if _PAID:
+        for k, v in launch_paid(calls).items():
+            out[f"{k}_do_bench_ms"], out[f"{k}_host_us"] = v["do_bench_ms"], v["host_us"]
     return out
 
 

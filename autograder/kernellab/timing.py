@@ -132,6 +132,46 @@ def host_enqueue_ms(fns: dict, n: int = 20) -> dict:
     return out
 
 
+def host_us(fn, n: int = 50, rounds: int = 7) -> float:
+    """Microseconds of the host's time per call of ``fn()`` with the GPU not waited on: ``n`` calls back to back,
+    timed on the host's clock and divided by ``n``, the median of ``rounds`` such batches (a synchronise between
+    batches, untimed, so that the launch queue never fills and blocks a call). This is what a program pays on the
+    host for each call whatever the GPU does; where it exceeds the GPU's time per call, the GPU waits for the host
+    and do_bench reads it, not the kernel (the course timer hides it). Works on the CPU too (no GPU to wait for)."""
+    sync = _sync_if_gpu
+    fn()
+    sync()
+    per = []
+    for _ in range(max(1, rounds)):
+        sync()
+        t0 = time.perf_counter()
+        for _ in range(n):
+            fn()
+        per.append((time.perf_counter() - t0) * 1e6 / n)
+    sync()
+    return statistics.median(per)
+
+
+def launch_paid(fns: dict, n_host: int = 30) -> dict:
+    """name -> {"do_bench_ms", "host_us"}: what each callable costs with its launches paid (do_bench's median) and
+    its host time per call (host_us), for a benchmark row beside the course timer's number."""
+    db = do_bench_ms(fns)
+    return {k: {"do_bench_ms": db[k], "host_us": host_us(f, n=n_host, rounds=5)} for k, f in fns.items()}
+
+
+def add_launch_paid(row: dict, fns: dict, base: str | None = None, n_host: int = 30) -> dict:
+    """Add each callable's do_bench ms and host us to a benchmark row (keys ``<name>_do_bench_ms``,
+    ``<name>_host_us``), and ``do_bench_vs_<base>`` for each other one when ``base`` is given."""
+    paid = launch_paid(fns, n_host)
+    for k, v in paid.items():
+        row[f"{k}_do_bench_ms"], row[f"{k}_host_us"] = v["do_bench_ms"], v["host_us"]
+    if base is not None:
+        for k in fns:
+            if k != base:
+                row[f"{k}_do_bench_vs_{base}"] = paid[base]["do_bench_ms"] / paid[k]["do_bench_ms"]
+    return row
+
+
 def back_to_back_ms(fn, n: int = 200, rounds: int = 1) -> dict:
     """Per call of ``fn()`` issued ``n`` times back to back (the GPU runs behind): ``issue_ms``, the host's own time,
     and ``wall_ms``, up to the last call's completion (one synchronise); the best of ``rounds`` batches, after one

@@ -10,9 +10,9 @@ import torch
 
 from ...device import DEVICE
 from ...notebook_cells import load_solution
-from ...report import TIMING, _header, md_table, save_roofline
+from ...report import TIMING, _header, md_table, paid_table, save_roofline
 from ...sweeps import measure_sweep, plot_sweep
-from ...timing import interleaved
+from ...timing import add_launch_paid, interleaved
 
 
 def bench_lesson01(quick: bool = False) -> dict:
@@ -32,15 +32,15 @@ def bench_lesson01(quick: bool = False) -> dict:
         m = (3 * n) // 2
         src, dst = torch.randn(m, device="cuda"), torch.empty(m, device="cuda")
         assert torch.equal(add(x, y), x + y)
-        t = interleaved({"solution": lambda: add(x, y), "torch": lambda: torch.add(x, y),
-                         "copy": lambda: dst.copy_(src)}, rounds)
+        fns = {"solution": lambda: add(x, y), "torch": lambda: torch.add(x, y), "copy": lambda: dst.copy_(src)}
+        t = interleaved(fns, rounds)
         gb = 3 * n * 4 / 1e9
         row = {"n": n, **{f"{k}_ms": t[k] for k in ("solution", "torch", "copy")},
                "solution_gbps": gb / (t["solution"] * 1e-3), "torch_gbps": gb / (t["torch"] * 1e-3),
                "copy_gbps": 2 * m * 4 / 1e9 / (t["copy"] * 1e-3)}
         row["vs_torch"] = row["solution_gbps"] / row["torch_gbps"]
         row["vs_copy"] = row["solution_gbps"] / row["copy_gbps"]
-        out["add"].append(row)
+        out["add"].append(add_launch_paid(row, fns, base="torch"))
     for k in tqdm([24, 26, 27], desc="silu_gate fp16", file=sys.stdout):
         n = 1 << k
         x = torch.randn(n, device="cuda", dtype=torch.float16)
@@ -60,7 +60,7 @@ def bench_lesson01(quick: bool = False) -> dict:
                "solution_gbps": 3 * n * 2 / 1e9 / (t["solution"] * 1e-3)}
         if "torch.compile" in t:
             row["speedup_vs_compile"] = t["torch.compile"] / t["solution"]
-        out["silu_gate"].append(row)
+        out["silu_gate"].append(add_launch_paid(row, fns, base="eager"))
     out["sweep"] = measure_sweep(add, range(10, 29, 1 if not quick else 3))
     return out
 
@@ -82,6 +82,9 @@ def _write_lesson01(res: dict, out: pathlib.Path) -> None:
         [f"2^{r['n'].bit_length() - 1}", f"{r['solution_ms']:.3f}", f"{r['eager_ms']:.3f}",
          f"{r.get('torch.compile_ms', float('nan')):.3f}", f"{r['speedup_vs_eager']:.2f}x",
          f"{r.get('speedup_vs_compile', float('nan')):.2f}x", f"{r['solution_gbps']:,.0f}"] for r in res["silu_gate"]])
+    n_of = lambda r: f"2^{r['n'].bit_length() - 1}"  # noqa: E731
+    lines += paid_table("add, fp32", res["add"], "n", n_of, ["solution", "torch", "copy"])
+    lines += paid_table("silu_gate, fp16", res["silu_gate"], "n", n_of, ["solution", "eager", "torch.compile"])
     (out / "lesson01.md").write_text("\n".join(lines) + "\n")
     (out / "lesson01.json").write_text(json.dumps(res, indent=1))
     ax = plot_sweep(res["sweep"], c["copy_gbps"], f"Vector add on {DEVICE.name}: launch-bound, then "

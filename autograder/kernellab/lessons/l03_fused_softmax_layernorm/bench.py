@@ -62,7 +62,7 @@ def write_lesson03(res: dict, out: pathlib.Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from ...report import TIMING, _header, md_table, met, save_roofline
+    from ...report import TIMING, _header, md_table, met, paid_table, save_roofline
     from ...sweeps import plot_gbps
     lines = ["# Lesson 03 benchmark: fused softmax, online softmax, add + LayerNorm", ""] + _header() + [
         "", TIMING, "", "GB/s count the bytes a fused kernel must move (softmax: the input read once and the "
@@ -87,6 +87,10 @@ def write_lesson03(res: dict, out: pathlib.Path) -> None:
         [r["cols"], r["rows"], f"{r['solution_gbps']:,.0f}", f"{r['eager_gbps']:,.0f}", f"{r['torch.compile_gbps']:,.0f}",
          f"{r['vs_eager']:.2f}", f"{r['vs_compile']:.3f}", met(r["vs_compile"], TARGETS["ln_vs_compile"]),
          f"{r['rel_error']:.1e}"] for r in res["layernorm"]])
+    lines += paid_table("softmax", res["softmax"], "dtype, cols", lambda r: f"{r['dtype']}, {r['cols']}",
+                        ["solution", "torch.softmax", "eager chain", "torch.compile(eager)"])
+    lines += paid_table("residual add + LayerNorm", res["layernorm"], "cols", lambda r: r["cols"],
+                        ["solution", "eager", "torch.compile"])
     (out / "lesson03.md").write_text("\n".join(lines) + "\n")
     (out / "lesson03.json").write_text(json.dumps(res, indent=1))
     fig, axes = plt.subplots(1, 2, figsize=(13, 4))

@@ -39,13 +39,15 @@ def _time_shape(fwd, bwd, D: int, N: int, causal: bool, rounds: int) -> dict:
     row["fwd_rel_error"] = rel_error(o[:1, :2], ref_o)
     row["lse_rel_error"] = rel_error(lse[:1, :2], ref_lse)
     sdpa = _backends()
-    t = interleaved({"solution": lambda: fwd(q, k, v, causal)}
-                    | {n: (lambda f=f: f(q, k, v, causal)) for n, f in sdpa.items()}, rounds)
+    fns = {"solution": lambda: fwd(q, k, v, causal)} | {n: (lambda f=f: f(q, k, v, causal)) for n, f in sdpa.items()}
+    t = interleaved(fns, rounds)
+    _paid(row, "fwd", {n: fns[n] for n in ("solution", "cudnn")})
     fl = attention_flops(B, H, N, D, causal)
     row |= {f"fwd_{n}_tflops": fl / t[n] / 1e9 for n in ("solution", *sdpa)}
     inputs = [q, k, v, o, lse, do, causal]
-    t = interleaved({"solution": lambda: bwd(*inputs)} | {n: sdpa_backward_of(inputs, f) for n, f in sdpa.items()},
-                    rounds)
+    fns = {"solution": lambda: bwd(*inputs)} | {n: sdpa_backward_of(inputs, f) for n, f in sdpa.items()}
+    t = interleaved(fns, rounds)
+    _paid(row, "bwd", {n: fns[n] for n in ("solution", "cudnn")})
     row |= {f"bwd_{n}_tflops": 2.5 * fl / t[n] / 1e9 for n in ("solution", *sdpa)}
     g = attention_grads_reference(q[:1, :2], k[:1, :2], v[:1, :2], do[:1, :2], causal, dtype=torch.float32)
     row["bwd_rel_error"] = max(rel_error(a[:1, :2], b) for a, b in zip(bwd(*inputs), g))
@@ -53,6 +55,15 @@ def _time_shape(fwd, bwd, D: int, N: int, causal: bool, rounds: int) -> dict:
         for base in ("flash", "cudnn"):
             row[f"{which}_vs_{base}"] = row[f"{which}_solution_tflops"] / row[f"{which}_{base}_tflops"]
     return row
+
+
+def _paid(row: dict, which: str, fns: dict) -> None:
+    """``{which}_{name}_do_bench_ms`` and ``{which}_{name}_host_us`` of each callable (timing.launch_paid)."""
+    from ...timing import launch_paid
+    if not DEVICE.on_gpu:  # do_bench needs a GPU (the CPU test of this benchmark's plumbing has none)
+        return
+    for n, v in launch_paid(fns, n_host=20).items():
+        row[f"{which}_{n}_do_bench_ms"], row[f"{which}_{n}_host_us"] = v["do_bench_ms"], v["host_us"]
 
 
 def bench_attention(quick: bool = False) -> dict:
@@ -91,8 +102,9 @@ def write_attention(res: dict, out: pathlib.Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from ...report import TIMING, _header, md_table, met
+    from ...report import TIMING, _header, md_table, met, paid_table
     rows = res["shapes"]
+    shape_of = lambda r: f"{r['D']}, {r['N']}, {'causal' if r['causal'] else 'full'}"  # noqa: E731
     head = _header() + ["", TIMING, "", f"B={B}, H={H}, fp16. TFLOP/s count 4 B H N^2 D for the forward (half when "
                         "causal) and 2.5 times that for the backward. flash and cudnn are SDPA forced onto that "
                         "backend; 'SDPA default' is the backend PyTorch picks itself.", ""]
@@ -111,6 +123,8 @@ def write_attention(res: dict, out: pathlib.Path) -> None:
     l4 += md_table(["N", "scores alone (GB)", "solution MB", "SDPA default MB", "naive MB"], [
         [m["N"], f"{m['scores_gb']:.1f}", _fmt(m["solution_mb"], ",.1f"), _fmt(m["SDPA default_mb"], ",.1f"),
          _fmt(m["naive_mb"], ",.1f")] for m in res["memory"]])
+    l4 += paid_table("forward", [{k[4:]: v for k, v in r.items() if k.startswith("fwd_")} | r for r in rows],
+                     "D, N, mask", shape_of, ["solution", "cudnn"])
     (out / "lesson04.md").write_text("\n".join(l4) + "\n")
     l5 = ["# Lesson 05 benchmark: FlashAttention backward", ""] + head + [
         f"## backward (target: >= {TARGETS['bwd_vs_flash']} x SDPA flash's backward)", ""]
@@ -120,6 +134,8 @@ def write_attention(res: dict, out: pathlib.Path) -> None:
          _fmt(r["bwd_cudnn_tflops"]), _fmt(r["bwd_SDPA default_tflops"]), f"{r['bwd_vs_flash']:.2f}",
          met(r["bwd_vs_flash"], TARGETS["bwd_vs_flash"]), f"{r['bwd_vs_cudnn']:.2f}", f"{r['bwd_rel_error']:.1e}"]
         for r in rows])
+    l5 += paid_table("backward", [{k[4:]: v for k, v in r.items() if k.startswith("bwd_")} | r for r in rows],
+                     "D, N, mask", shape_of, ["solution", "cudnn"])
     (out / "lesson05.md").write_text("\n".join(l5) + "\n")
     (out / "lesson04.json").write_text(json.dumps(res, indent=1))
     fig, axes = plt.subplots(1, 2, figsize=(13, 4.2))

@@ -45,6 +45,12 @@ def bench_lesson06(quick: bool = False) -> dict:
     fns = L.contenders(block_forward)
     res["profile_sdpa_train"] = _rows(L.profile_step(fns["eager + SDPA"], s, train=True), ridge, top=12)
     res["times"] = L.time_block(fns, rounds=1 if quick else 5)
+    from ...timing import host_us
+    if not DEVICE.on_gpu:
+        return res
+    x, params, dout, H = L.unpack(L.block_inputs(torch.Generator(dev).manual_seed(1), s, torch.float16, dev))
+    for n, f in fns.items():  # the host's time per training step, the GPU not waited on (timing.host_us)
+        res["times"][n]["train_host_us"] = host_us(lambda f=f: L.with_grads(f, x, params, dout, H), n=5, rounds=3)
     return res
 
 
@@ -63,10 +69,11 @@ def write_lesson06(res: dict, out: pathlib.Path) -> None:
     t = res["times"]
     base = t["eager"]
     lines += md_table(["version", "forward ms", "x eager", "fwd TFLOP/s", "training step ms", "x eager",
-                       "step TFLOP/s", "step with launches (do_bench) ms"], [
+                       "step TFLOP/s", "step with launches (do_bench) ms", "step host ms"], [
         [n, f"{r['forward_ms']:.3f}", f"{base['forward_ms'] / r['forward_ms']:.2f}", f"{r['forward_tflops']:.0f}",
          f"{r['train_ms']:.3f}", f"{base['train_ms'] / r['train_ms']:.2f}", f"{r['train_tflops']:.0f}",
-         f"{r['train_do_bench_ms']:.3f}" if "train_do_bench_ms" in r else "-"]
+         f"{r['train_do_bench_ms']:.3f}" if "train_do_bench_ms" in r else "-",
+         f"{r['train_host_us'] / 1e3:.3f}" if "train_host_us" in r else "-"]
         for n, r in t.items()])
     lines += ["", f"The training step is timed as block_train_speed times it: the GPU waits {STEP_HOST_MS:g} ms before "
               "each timed step while the host issues it, so the column is the step's GPU work; do_bench's column is "

@@ -24,11 +24,12 @@ ATTN_B, ATTN_H = 4, 32
 ATTN_SHAPES = [(D, N, causal) for D in (64, 128) for N in (1024, 4096, 16384) for causal in (False, True)]
 
 
-def _time(fns: dict, rounds: int) -> tuple[dict, dict]:
-    """Course timer (interleaved medians) and do_bench medians, name -> ms."""
-    from ...timing import do_bench_ms, interleaved
+def _time(fns: dict, rounds: int) -> tuple[dict, dict, dict]:
+    """Course timer (interleaved medians) and do_bench medians, name -> ms; the host's time per call, name -> us."""
+    from ...timing import do_bench_ms, host_us, interleaved
     ms = interleaved(fns, rounds)
-    return {k: ms[k] for k in fns}, do_bench_ms(fns, warmup=10, rep=50)
+    host = {k: host_us(f, n=20, rounds=3) for k, f in fns.items()}
+    return {k: ms[k] for k in fns}, do_bench_ms(fns, warmup=10, rep=50), host
 
 
 def bench_matmuls(matmul, fp8_matmul, rounds: int, quick: bool) -> dict:
@@ -38,10 +39,10 @@ def bench_matmuls(matmul, fp8_matmul, rounds: int, quick: bool) -> dict:
     for m, n, k in (MM_SHAPES + MISALIGNED)[:: 2 if quick else 1]:
         a = torch.randn(m, k, device="cuda", generator=gen).half()
         b = torch.randn(k, n, device="cuda", generator=gen).half()
-        ms, db = _time({"yours": lambda: matmul(a, b), "cuBLAS": lambda: torch.matmul(a, b)}, rounds)
+        ms, db, host = _time({"yours": lambda: matmul(a, b), "cuBLAS": lambda: torch.matmul(a, b)}, rounds)
         ref = a[:256].float() @ b.float()
         fl = 2 * m * n * k
-        row = {"shape": [m, n, k], "misaligned": (m, n, k) in MISALIGNED, "ms": ms, "do_bench_ms": db,
+        row = {"shape": [m, n, k], "misaligned": (m, n, k) in MISALIGNED, "ms": ms, "do_bench_ms": db, "host_us": host,
                "tflops": {c: fl / t / 1e9 for c, t in ms.items()}, "vs_cublas": ms["cuBLAS"] / ms["yours"],
                "rel_error": rel_error(matmul(a, b)[:256], ref)}
         out["matmul"].append(row)
@@ -50,11 +51,11 @@ def bench_matmuls(matmul, fp8_matmul, rounds: int, quick: bool) -> dict:
         a = (torch.randn(m, k, device="cuda", generator=gen) * 4).to(torch.float8_e4m3fn)
         b_t = (torch.randn(n, k, device="cuda", generator=gen) * 4).to(torch.float8_e4m3fn)
         sa, sb = torch.tensor([0.05], device="cuda"), torch.tensor([1.5], device="cuda")
-        ms, db = _time({"yours": lambda: fp8_matmul(a, b_t, sa, sb), "_scaled_mm": lambda: scaled_mm(a, b_t, sa, sb)},
-                       rounds)
+        ms, db, host = _time({"yours": lambda: fp8_matmul(a, b_t, sa, sb),
+                              "_scaled_mm": lambda: scaled_mm(a, b_t, sa, sb)}, rounds)
         ref = (a[:256].float() @ b_t.float().t()) * (0.05 * 1.5)
         fl = 2 * m * n * k
-        row = {"shape": [m, n, k], "ms": ms, "do_bench_ms": db, "tflops": {c: fl / t / 1e9 for c, t in ms.items()},
+        row = {"shape": [m, n, k], "ms": ms, "do_bench_ms": db, "host_us": host, "tflops": {c: fl / t / 1e9 for c, t in ms.items()},
                "vs_scaled_mm": ms["_scaled_mm"] / ms["yours"], "rel_error": rel_error(fp8_matmul(a, b_t, sa, sb)[:256], ref),
                "scaled_mm_rel_error": rel_error(scaled_mm(a, b_t, sa, sb)[:256], ref)}
         out["fp8"].append(row)
@@ -72,15 +73,16 @@ def bench_attention(tma_attention, l04_fwd, l05_bwd, rounds: int, quick: bool) -
     for D, N, causal in tqdm(ATTN_SHAPES[::4] if quick else ATTN_SHAPES, desc="attention", file=sys.stdout):
         q, k, v, do = qkv(torch.Generator("cuda").manual_seed(N + D), ATTN_B, ATTN_H, N, D, n=4, device="cuda")
         fl = attention_flops(ATTN_B, ATTN_H, N, D, causal)
-        ms, db = _time({"yours (TMA)": lambda: tma_attention(q, k, v, causal),
-                        "lesson 04": lambda: l04_fwd(q, k, v, causal),
-                        "cuDNN": lambda: attention_cudnn(q, k, v, causal)}, rounds)
+        ms, db, host = _time({"yours (TMA)": lambda: tma_attention(q, k, v, causal),
+                              "lesson 04": lambda: l04_fwd(q, k, v, causal),
+                              "cuDNN": lambda: attention_cudnn(q, k, v, causal)}, rounds)
         ref_o, _ = attention_reference(q[:1, :2], k[:1, :2], v[:1, :2], causal, dtype=torch.float32)
         o, lse = l04_fwd(q, k, v, causal)
         inputs = [q, k, v, o, lse, do, causal]
-        bms, bdb = _time({"lesson 05": lambda: l05_bwd(*inputs), "cuDNN": sdpa_backward_of(inputs, attention_cudnn)},
+        bms, bdb, bhost = _time({"lesson 05": lambda: l05_bwd(*inputs), "cuDNN": sdpa_backward_of(inputs, attention_cudnn)},
                          rounds)
-        row = {"D": D, "N": N, "causal": causal, "fwd_ms": ms, "fwd_do_bench_ms": db,
+        row = {"D": D, "N": N, "causal": causal, "fwd_ms": ms, "fwd_do_bench_ms": db, "fwd_host_us": host,
+               "bwd_host_us": bhost,
                "fwd_tflops": {c: fl / t / 1e9 for c, t in ms.items()},
                "bwd_ms": bms, "bwd_do_bench_ms": bdb, "bwd_tflops": {c: 2.5 * fl / t / 1e9 for c, t in bms.items()},
                "tma_vs_cudnn": ms["cuDNN"] / ms["yours (TMA)"], "l04_vs_cudnn": ms["cuDNN"] / ms["lesson 04"],
@@ -124,6 +126,12 @@ def bench_lesson08(quick: bool = False) -> dict | None:
     return res
 
 
+def _host(row: dict, key: str, a: str, b: str) -> str:
+    """'a / b' host microseconds per call, or '-' in a report measured before they were."""
+    h = row.get(key)
+    return f"{h[a]:.1f} / {h[b]:.1f}" if h else "-"
+
+
 def write_lesson08(res: dict | None, out: pathlib.Path) -> None:
     if res is None:
         return
@@ -135,10 +143,11 @@ def write_lesson08(res: dict | None, out: pathlib.Path) -> None:
                                                      for k, v in res["targets_met"].items()])
     lines += ["", "## fp16 matmul: persistent, TMA descriptors, split epilogue (misaligned shapes padded first)", ""]
     lines += md_table(["M x N x K", "yours ms", "cuBLAS ms", "x cuBLAS", "yours TFLOP/s", "cuBLAS TFLOP/s",
-                       "do_bench yours / cuBLAS ms", "rel. error"], [
+                       "do_bench yours / cuBLAS ms", "host us yours / cuBLAS", "rel. error"], [
         ["x".join(map(str, r["shape"])), f"{r['ms']['yours']:.3f}", f"{r['ms']['cuBLAS']:.3f}", f"{r['vs_cublas']:.2f}",
          f"{r['tflops']['yours']:.0f}", f"{r['tflops']['cuBLAS']:.0f}",
-         f"{r['do_bench_ms']['yours']:.3f} / {r['do_bench_ms']['cuBLAS']:.3f}", f"{r['rel_error']:.1e}"]
+         f"{r['do_bench_ms']['yours']:.3f} / {r['do_bench_ms']['cuBLAS']:.3f}", _host(r, "host_us", "yours", "cuBLAS"),
+         f"{r['rel_error']:.1e}"]
         for r in res["matmuls"]["matmul"]])
     lines += ["", "## FP8 (e4m3) matmul, per-tensor scales, bf16 out, against torch._scaled_mm", ""]
     lines += md_table(["M x N x K", "yours ms", "_scaled_mm ms", "x _scaled_mm", "yours TFLOP/s", "do_bench yours / base ms",
@@ -154,9 +163,11 @@ def write_lesson08(res: dict | None, out: pathlib.Path) -> None:
         rows.append([r["D"], r["N"], "yes" if r["causal"] else "no", f"{t['yours (TMA)']:.0f} ({r['tma_vs_cudnn']:.2f}x)",
                      f"{t['lesson 04']:.0f} ({r['l04_vs_cudnn']:.2f}x)", f"{t['cuDNN']:.0f}",
                      f"{r['fwd_do_bench_ms']['yours (TMA)']:.3f} / {r['fwd_do_bench_ms']['cuDNN']:.3f}",
+                     _host(r, "fwd_host_us", "yours (TMA)", "cuDNN"),
                      f"{r['bwd_tflops']['lesson 05']:.0f} ({r['l05_bwd_vs_cudnn']:.2f}x)", f"{r['bwd_tflops']['cuDNN']:.0f}",
                      f"{r['rel_error']:.1e}"])
     lines += md_table(["D", "N", "causal", "TMA (yours)", "lesson 04", "cuDNN", "do_bench TMA / cuDNN ms",
+                       "host us TMA / cuDNN",
                        "lesson 05 bwd", "cuDNN bwd", "rel. error"], rows)
     (out / "lesson08.md").write_text("\n".join(lines) + "\n")
     (out / "lesson08.json").write_text(json.dumps(res, indent=1, default=str))
