@@ -181,7 +181,7 @@ def in_rounds(rounds: int = 4):
     solution matmul (three copies, two wrong only away from the timed shape) was graded with a configuration 7-14 %
     slower than the others'; in rounds, all five within 0.3 % (one run, one H100, the same day). On a quiet GPU,
     alone, Triton's own timing picked one configuration ten times in ten, 0.8 % slower than the one picked in rounds
-    nine times in ten (assets/bench/autotune_rounds.md). An autotuner given its own ``do_bench`` keeps it. Needs
+    nine times in ten (assets/bench/autotune_rounds.md, removed in 2026-11-28's cleanup: git show 78392a5:assets/bench/autotune_rounds.md). An autotuner given its own ``do_bench`` keeps it. Needs
     allow_compile_only (the patch this rides on)."""
     global _ROUNDS
     _ROUNDS = max(2, int(rounds))

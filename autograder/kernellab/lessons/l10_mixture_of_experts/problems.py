@@ -368,10 +368,15 @@ def routed_sizes(gen, tokens: int, experts: int, top_k: int) -> torch.Tensor:
 
 
 def grouped_inputs(tokens, experts, top_k, k, n, gen, device):
-    sizes = routed_sizes(gen, tokens, experts, top_k)
+    """x sorted by expert, w and the offsets of a random router's groups. The group sizes come from a CPU generator
+    (seeded from ``gen`` where ``gen`` is not one: the judge's timed inputs use a CUDA generator); x and w are drawn
+    where ``gen`` lives, so a CUDA generator makes them on the GPU."""
+    cpu = gen if gen.device.type == "cpu" else \
+        torch.Generator().manual_seed(int(torch.randint(1 << 62, (1,), generator=gen, device=gen.device)))
+    sizes = routed_sizes(cpu, tokens, experts, top_k)
     m = int(sizes.sum())
-    x = torch.randn(m, k, generator=gen).to(device).half()
-    w = (torch.randn(experts, k, n, generator=gen) / k ** 0.5).to(device).half()
+    x = torch.randn(m, k, generator=gen, device=gen.device).to(device).half()
+    w = (torch.randn(experts, k, n, generator=gen, device=gen.device) / k ** 0.5).to(device).half()
     return [x, w, _offsets(sizes).to(device)]
 
 
