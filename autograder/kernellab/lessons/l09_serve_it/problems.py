@@ -39,11 +39,14 @@ def _decode_answers(facts):
     b, f = decode_bytes(B, hkv, B * ctx, D), decode_flops(hq, B * ctx, D)
     return [
         Answer("DECODE_BYTES", b, explain=(
-            "K and V, B * CTX rows of HKV * D fp16 values each: 2 * B * CTX * HKV * D * 2 bytes (the query and the "
-            "output are a rounding error next to them).")),
-        Answer("DECODE_FLOPS", f, explain="Per query head and cached position: q.k (2 D FLOPs) and p.v (2 D)."),
+            "Count what one step must read: every cached position of every sequence, in every KV head, holds a key "
+            "and a value of D fp16 numbers each. The query and the output are a rounding error next to the cache.")),
+        Answer("DECODE_FLOPS", f, explain=(
+            "Per query head and cached position: a dot product of q with the key, then the value scaled into the "
+            "output; a multiply-add counts as two FLOPs.")),
         Answer("DECODE_INTENSITY", f / b, rel_tol=0.03, explain=(
-            "FLOPs over bytes: it comes to HQ / HKV, the number of query heads that share one KV head.")),
+            "FLOPs over bytes. Write both in terms of the cache's size and see what is left: it depends on how many "
+            "query heads share one KV head.")),
         Answer("DECODE_BOUND", facts["bound"](f / b), explain="Compare the intensity with this GPU's ridge point."),
     ]
 

@@ -33,17 +33,17 @@ def _moe_answers(facts):
     intensity = moe_flops(SMALL_T, k, d, f) / small_bytes
     return [
         Answer("MOE_FLOPS", moe_flops(T, k, d, f), explain=(
-            "Each token goes through TOP_K experts, each an MLP of three D_MODEL x D_FF matrices (gate, up, down): "
-            "2 * T * TOP_K * 3 * D_MODEL * D_FF.")),
+            "Each token goes through TOP_K experts, each an MLP of three D_MODEL by D_FF matrices (gate, up, down); "
+            "a matrix-vector product costs a multiply-add (two FLOPs) per weight.")),
         Answer("WEIGHT_BYTES", moe_weight_bytes(E, d, f), explain=(
-            "E experts of three D_MODEL x D_FF matrices in fp16 (2 bytes a value).")),
+            "E experts of three D_MODEL by D_FF matrices in fp16 (2 bytes a value).")),
         Answer("LOOP_GEMMS", 2 * E, explain=(
-            "The loop runs, for each expert, one matmul for gate and up together and one for down: 2 * E launches "
-            "of matmul alone, each on a different number of rows.")),
+            "The loop runs, for each expert, one matmul for gate and up together and one for down: count the "
+            "launches of matmul alone, each on a different number of rows.")),
         Answer("SMALL_INTENSITY", intensity, rel_tol=0.03, explain=(
-            "At T = 256 tokens: the FLOPs (same formula, T = 256) over the bytes that must move at least once: "
-            "every expert's weights (each is chosen by some token almost surely) plus x read and the output "
-            "written in fp16 (2 * T * D_MODEL * 2 bytes).")),
+            "At 256 tokens: the FLOPs (the same count as MOE_FLOPS, for these tokens) over the bytes that must move "
+            "at least once: every expert's weights (each is chosen by some token almost surely), plus x read and "
+            "the output written in fp16.")),
         Answer("SMALL_BOUND", facts["bound"](intensity), explain=(
             "Compare SMALL_INTENSITY with this GPU's ridge point: at a few rows per expert, which ceiling binds?")),
     ]
