@@ -5,8 +5,6 @@ import math
 
 import pytest
 import torch
-import triton
-import triton.language as tl
 
 from kernellab.grading.instructor.submissions import known_wrong, read
 from kernellab.learner import _correctness
@@ -67,45 +65,18 @@ def test_the_bugs_the_round_trip_leaves_out_fail_with_their_hint():
         assert out.fraction == 0 and hint in out.message, (bug, out.message)
 
 
-@triton.jit
-def _per_query_head_kernel(q_ptr, k_ptr, v_ptr, lens_ptr, o_ptr, lse_ptr, Hq, Hkv, n_max,
-                           D: tl.constexpr, BLOCK_N: tl.constexpr):
-    """A correct decode that reads K and V once per *query* head: one program per (sequence, query head)."""
-    pid = tl.program_id(0)
-    b, hq = pid // Hq, pid % Hq
-    kv = (b * Hkv + hq // (Hq // Hkv)) * n_max * D
-    n = tl.load(lens_ptr + b)
-    d = tl.arange(0, D)
-    q = tl.load(q_ptr + pid * D + d).to(tl.float32)
-    m, l_sum, acc = -float("inf"), 0.0, tl.zeros([D], tl.float32)
-    for start in range(0, n, BLOCK_N):
-        cols = start + tl.arange(0, BLOCK_N)
-        keep = cols < n
-        k = tl.load(k_ptr + kv + cols[:, None] * D + d[None, :], mask=keep[:, None], other=0.0).to(tl.float32)
-        s = tl.where(keep, tl.sum(k * q[None, :], 1) / tl.sqrt(D * 1.0), -float("inf"))
-        m_new = tl.maximum(m, tl.max(s, 0))
-        p = tl.exp(s - m_new)
-        v = tl.load(v_ptr + kv + cols[:, None] * D + d[None, :], mask=keep[:, None], other=0.0).to(tl.float32)
-        alpha = tl.exp(m - m_new)
-        l_sum = l_sum * alpha + tl.sum(p, 0)
-        acc = acc * alpha + tl.sum(p[:, None] * v, 0)
-        m = m_new
-    tl.store(o_ptr + pid * D + d, (acc / l_sum).to(tl.float16))
-    tl.store(lse_ptr + pid, m + tl.log(l_sum))
-
-
-def per_query_head_decode(q, k_cache, v_cache, seq_lens):
-    B, Hq, D = q.shape
-    o = torch.empty_like(q)
-    lse = torch.empty((B, Hq), dtype=torch.float32, device=q.device)
-    _per_query_head_kernel[(B * Hq,)](q, k_cache, v_cache, seq_lens, o, lse, Hq, k_cache.shape[1], k_cache.shape[2],
-                                      D=D, BLOCK_N=32)
-    return o, lse
+def per_query_head_decode():
+    """The corpus's correct decode with one program per query head (its cell, run as a learner's would be)."""
+    from kernellab.grading.corpus.entries.l09_decode_program_per_query_head import _PER_HEAD
+    from kernellab.notebook_cells import exec_cells, new_namespace
+    ns = new_namespace(L.LESSON)
+    exec_cells([_PER_HEAD], ns, tag="per-query-head")
+    return ns["decode_attention"]
 
 
 def test_a_program_per_query_head_is_right_but_reads_the_cache_group_times(solution):
     assert _correctness(L.GQA_READS, solution["decode_attention"]).passed
-    out = _correctness(L.GQA_READS, per_query_head_decode)  # "Correct, but ...": only its reads are wrong
+    out = _correctness(L.GQA_READS, per_query_head_decode())  # "Correct, but ...": only its reads are wrong
     assert out.fraction == 0 and out.message.startswith("Correct, but")
     assert "reads the whole cache G times" in out.message
 
