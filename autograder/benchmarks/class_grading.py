@@ -50,10 +50,13 @@ def mode_spec(mode: str) -> tuple[str, int | None]:
         return mode, None
     if mode == "ray_local":
         return "ray", None
+    nodes = re.fullmatch(r"ray_([1-9][0-9]*)nodes", mode)
+    if nodes:  # a Ray node per GPU of this machine, each with its share of the cores (cluster.start_nodes)
+        return "ray_nodes", int(nodes[1])
     m = re.fullmatch(r"(queue|ray)_([1-9][0-9]*)gpu(?:_[1-9][0-9]*cores)?|(serial)_(1)gpu", mode)
     if not m:
         raise SystemExit(f"unknown mode {mode!r}: serial, queue, ray_local, queue_<N>gpu, ray_<N>gpu (each may end "
-                         "_<K>cores) or serial_1gpu")
+                         "_<K>cores), ray_<N>nodes or serial_1gpu")
     return (m[1], int(m[2])) if m[1] else (m[3], 1)
 
 
@@ -392,12 +395,13 @@ def run(modes: list[str], lessons: list[str], per_lesson: int, serial_per_lesson
         ray_started = False
         # Serial grading computes on one GPU: sampled alone, not averaged with idle others.
         with GpuUsage(gpus=[own_gpu()]) if backend == "serial" else contextlib.nullcontext() as usage:
-            if backend == "ray":
+            if backend in ("ray", "ray_nodes"):
                 import ray
 
-                from kernellab.grading.classroom.cluster import connect
+                from kernellab.grading.classroom.cluster import NODES, connect
                 # one cluster for the mode's lessons, told of the mode's GPUs as grade_class would tell it
-                ray_started = connect("local", mode_jobs, classqueue.ray_local_init(n_gpus))
+                ray_started = connect("local", mode_jobs, classqueue.ray_local_init(n_gpus)) if backend == "ray" \
+                    else connect(NODES, mode_jobs, {"nodes": n_gpus, "gpus": harness.DEVICE.on_gpu})
             for lesson, subs in classes.items():
                 if backend == "serial":
                     for student in list(subs)[:serial_per_lesson]:
@@ -410,7 +414,7 @@ def run(modes: list[str], lessons: list[str], per_lesson: int, serial_per_lesson
                     continue
                 summary = classqueue.grade_class(course, lesson, jobs=mode_jobs, progress=True,
                                                  store=Store(work / f"store-{mode}"), logs_dir=logs,
-                                                 gpus=n_gpus, ray="local" if backend == "ray" else None)
+                                                 gpus=n_gpus, ray={"ray": "local", "ray_nodes": "nodes"}.get(backend))
                 print(classqueue.describe(summary), flush=True)
                 for f in summary["failures"]:  # what the failed process said, for the log
                     student, pid = f.split(":", 1)[0].split("/")
@@ -435,6 +439,8 @@ def run(modes: list[str], lessons: list[str], per_lesson: int, serial_per_lesson
                 scores |= {f"{lesson}/{s}/{gid}": r[0] for s, res in summary["results"].items() for gid, r in res.items()}
             if ray_started:
                 ray.shutdown()
+                from kernellab.grading.classroom.cluster import stop_nodes
+                stop_nodes()
         wall = time.monotonic() - t0
         if backend == "serial":
             util, gpus = usage.mean(), 1 if harness.DEVICE.on_gpu else 0  # one GPU, however many the machine has

@@ -57,9 +57,10 @@ def main(argv=None) -> int:
                         "and GPU memory; a process that times always has its GPU alone)")
     t.add_argument("--gpus", default="all",
                    help="autograde: how many of this machine's GPUs to grade on ('all', the default, or a number)")
-    t.add_argument("--ray", default=None, metavar="local|ADDRESS",
-                   help="autograde: run the jobs on Ray (a grader per GPU), on a local Ray cluster of this machine ('local') or "
-                        "on the cluster at ADDRESS (needs pip install \"kernellab[cluster]\")")
+    t.add_argument("--ray", default=None, metavar="local|nodes|ADDRESS",
+                   help="autograde: run the jobs on Ray (a grader per GPU), on a local Ray cluster of this machine ('local'), "
+                        "on a Ray node per GPU of it, each with its share of the cores ('nodes'), or on the cluster at "
+                        "ADDRESS (needs pip install \"kernellab[cluster]\")")
     t.add_argument("--force", action="store_true",
                    help="autograde: grade again even what the result store holds")
     gr = sub.add_parser("grade", help="grade one submitted notebook by the grade of record (worker + judge)")

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import os
 import pathlib
 import sys
 import time
@@ -94,7 +95,8 @@ def grade_class(course, lesson: str, jobs: int | None = None, force: bool = Fals
     """Grade every submission of ``lesson`` in ``course`` (the nbgrader course folder, ``autograder/``) into
     the store. ``gpus``: how many of this machine's GPUs (default all; a local Ray cluster is told of only those);
     ``ray``: grade on a Ray cluster instead
-    ("local" starts one on this machine; ``ray_init``: extra ``ray.init`` arguments); ``only``: these problem
+    ("local" starts one on this machine, "nodes" one node per GPU of it, each with its share of the cores; ``ray_init``:
+    extra ``ray.init`` arguments); ``only``: these problem
     ids. ``after_job(done_count, job)`` is called in this thread after each job (a test's hook).
     Returns a summary: mode, students, jobs, graded, reused, failed, failures, unreadable, seconds,
     per_student_s, gpus, gpu_util_mean, gpu_util_per_gpu, gpu_busy_series, gpu_of_slot (queue), grader_cpu_s,
@@ -145,6 +147,11 @@ def grade_class(course, lesson: str, jobs: int | None = None, force: bool = Fals
         if ray == "local":
             ray_init = ray_local_init(gpus, ray_init)
             jobs = jobs or default_jobs((ray_init or {}).get("num_gpus"))
+        elif ray == "nodes":  # a node per GPU (KERNELLAB_RAY_NODES of them on a CPU), each with its share of cores
+            from kernellab.device import DEVICE
+            n = min(gpus or gpu_count(), gpu_count()) if DEVICE.on_gpu else int(os.environ.get("KERNELLAB_RAY_NODES", 2))
+            ray_init = {"nodes": n, "gpus": DEVICE.on_gpu, **(ray_init or {})}
+            jobs = jobs or default_jobs(n if DEVICE.on_gpu else None)
         cluster = RayGrader(ray, jobs, ray_init)
         jobs, summary["gpus"], summary["backend"] = cluster.jobs, cluster.gpus, cluster.describe()
     else:
@@ -188,7 +195,7 @@ def grade_class(course, lesson: str, jobs: int | None = None, force: bool = Fals
     if slots is not None:
         sampled = slots.visible[:slots.n]
     else:
-        sampled = [str(g) for g in range(cluster.gpus)] if ray == "local" and cluster.gpus else None
+        sampled = [str(g) for g in range(cluster.gpus)] if ray in ("local", "nodes") and cluster.gpus else None
     usage = GpuUsage(gpus=sampled if harness.DEVICE.on_gpu else None)
     try:
         with usage, harness.use_slots(slots) if slots is not None else contextlib.nullcontext(), \

@@ -18,7 +18,11 @@ problems of lesson 02; one GPU idle for the last 35 s). A cluster without GPUs g
 A grader measures its GPU's ceilings with the GPU alone, or reads them from its node's cache file. A grader that
 dies costs the problems it was grading ("Grading this problem failed", not stored: a rerun tries again); Ray starts
 it again for the rest. Ctrl-C kills every grader (the grading processes they started die with them) and, for
-``--ray local``, stops the cluster.
+``--ray local`` and ``--ray nodes``, stops the cluster.
+
+``--ray nodes`` starts a cluster of this machine as a cloud's nodes would make one: a Ray node per GPU, each with
+its GPU alone (CUDA_VISIBLE_DEVICES) and its share of the cores (pinned), so that grading on N such nodes can be
+compared with one node of one GPU and its cores (issue 59's scale-out: a node's cores come with its GPU).
 """
 from __future__ import annotations
 
@@ -35,6 +39,8 @@ from kernellab.paths import package_root, pythonpath_with_package
 from kernellab.grading.classroom.cores import usable
 
 LOCAL = "local"
+NODES = "nodes"
+_CLUSTER: list = []  # the ray.cluster_utils.Cluster of --ray nodes, while it runs
 _BUDGETS = ("COMPILE_BUDGET", "RUN_BUDGET", "LOAD_BUDGET")
 
 
@@ -175,12 +181,56 @@ def connect(address: str, jobs: int | None = None, init: dict | None = None) -> 
                 # The node that failed to start is not Ray's to stop (ray.init raised before it kept the node):
                 # its GCS server and raylet, started by this process, are stopped here, or they outlive the run.
                 _stop(set(_children()) - set(before))
+    elif address == NODES:
+        cluster = start_nodes(int(kw.pop("nodes", 2)), bool(kw.pop("gpus", False)))
+        ray.init(address=cluster.address, log_to_driver=False, **kw)
     else:
         # Another machine's cluster: the package travels with the job (torch, triton and nbformat must be
         # installed on its nodes).
         ray.init(address=address, log_to_driver=False,
                  runtime_env={"py_modules": [str(package_root() / "kernellab")]}, **kw)
     return True
+
+
+def start_nodes(n: int, gpus: bool):
+    """A Ray cluster of ``n`` nodes on this machine (``ray.cluster_utils.Cluster``): node i gets GPU i alone (where
+    ``gpus``) and the i-th share of this process's cores, which its raylet and every worker it forks inherit (the
+    environment and CPU affinity this process has while the node starts). Stopped by ``stop_nodes``."""
+    from ray.cluster_utils import Cluster
+    cores = sorted(os.sched_getaffinity(0))
+    share = max(1, len(cores) // n)
+    cluster = Cluster()
+    _CLUSTER.append(cluster)
+    with _pythonpath(pythonpath_with_package(os.environ.get("PYTHONPATH"))):
+        for i in range(n):
+            mine = cores[i * share:(i + 1) * share] or cores
+            with _as_node(mine, str(i) if gpus else None):
+                cluster.add_node(num_cpus=len(mine), num_gpus=1 if gpus else 0, include_dashboard=False)
+    return cluster
+
+
+def stop_nodes() -> None:
+    """Stop the nodes ``start_nodes`` started (their raylets, workers and the head's GCS)."""
+    while _CLUSTER:
+        _CLUSTER.pop().shutdown()
+
+
+@contextlib.contextmanager
+def _as_node(cores: list, gpu: str | None):
+    """This process's CPU affinity and CUDA_VISIBLE_DEVICES for the block: what a process started meanwhile
+    inherits."""
+    saved_cores, saved_gpu = os.sched_getaffinity(0), os.environ.get("CUDA_VISIBLE_DEVICES")
+    os.sched_setaffinity(0, cores)
+    if gpu is not None:
+        os.environ["CUDA_VISIBLE_DEVICES"] = gpu
+    try:
+        yield
+    finally:
+        os.sched_setaffinity(0, saved_cores)
+        if saved_gpu is None:
+            os.environ.pop("CUDA_VISIBLE_DEVICES", None)
+        else:
+            os.environ["CUDA_VISIBLE_DEVICES"] = saved_gpu
 
 
 @contextlib.contextmanager
@@ -269,7 +319,8 @@ class RayGrader:
         self._killed = False
 
     def describe(self) -> str:
-        return (f"Ray {'local cluster' if self.address == LOCAL else self.address}: {self.cpus} CPUs, {self.gpus} GPUs, "
+        where = {LOCAL: "local cluster", NODES: "nodes of this machine"}.get(self.address, self.address)
+        return (f"Ray {where}: {self.cpus} CPUs, {self.gpus} GPUs, "
                 f"{len(self.graders)} graders")
 
     def grade(self, p, nb, seed, ceil, facts, lesson):
@@ -322,4 +373,6 @@ class RayGrader:
         self.kill()
         if self.started:
             self.ray.shutdown()
+            if self.address == NODES:
+                stop_nodes()
             self.started = False
