@@ -496,16 +496,13 @@ def test_a_judge_asks_for_its_gpu_alone_only_once_warmed_up_and_runs_each_side_o
     from kernellab.timing import untimed_runs
     log = []
     problem = SimpleNamespace(baseline_setup=None, baseline=lambda *a: log.append("base"))
-    base = untimed_runs(lambda *a: log.append("cand"), problem, [], ("cand", "base"), lambda: log.append("ready"),
-                   lambda: log.append("sync"))
+    base = untimed_runs(lambda *a: log.append("cand"), problem, [], lambda: log.append("ready"),
+                        lambda: log.append("sync"))
     assert base is problem.baseline
     assert log == ["cand"] * 3 + ["sync", "base", "base", "sync", "ready", "cand", "base", "sync"]
-    log.clear()  # a whole program timed in its worker: the judge times only the baseline
-    untimed_runs(None, problem, [], ("base",), lambda: log.append("ready"), lambda: None)
-    assert log == ["base", "base", "ready", "base"]
-    log.clear()  # no queue, nothing to ask: as before
-    assert untimed_runs(lambda *a: log.append("cand"), problem, [], ("cand",), None, lambda: None) is None
-    assert log == ["cand"] * 3
+    log.clear()  # no queue, nothing to ask: the warm-up alone
+    assert untimed_runs(lambda *a: log.append("cand"), problem, [], None, lambda: None) is problem.baseline
+    assert log == ["cand"] * 3 + ["base"] * 2
 
 
 def test_points_and_the_lesson_come_from_the_course_never_from_the_submission(tmp_path):

@@ -214,37 +214,31 @@ def _pool(problem: SpeedProblem, seed: int, device: str, sets: int = 2) -> list:
     return [problem.make_inputs(gen, device) for _ in range(sets)]
 
 
-def untimed_runs(fn, problem: SpeedProblem, live: list, parts: tuple, ready, sync):
+def untimed_runs(fn, problem: SpeedProblem, live: list, ready, sync):
     """The untimed runs before timing, where compilation and autotuning happen: the candidate three times, the
     baseline (made by the problem's ``baseline_setup`` if it has one) twice; then ``ready()``, if given, and each
-    side once more. Returns the baseline to time (None when only the candidate is timed)."""
-    for _ in range(3 if "cand" in parts else 0):
+    side once more. Returns the baseline to time."""
+    for _ in range(3):
         fn(*live)
     sync()
-    baseline = None
-    if "base" in parts:
-        baseline = problem.baseline_setup(live) if problem.baseline_setup else problem.baseline
-        for _ in range(2):
-            baseline(*live)
+    baseline = problem.baseline_setup(live) if problem.baseline_setup else problem.baseline
+    for _ in range(2):
+        baseline(*live)
     sync()
     if ready is not None:
         ready()
-        if "cand" in parts:
-            fn(*live)
-        if baseline is not None:
-            baseline(*live)
+        fn(*live)
+        baseline(*live)
         sync()
     return baseline
 
 
 def measure_speed(fn, problem: SpeedProblem, seed: int, rounds: int = 5, reps: int = 6,
-                  progress=None, watch: bool = True, parts: tuple = ("cand", "base"), hook: bool = True,
+                  progress=None, watch: bool = True, hook: bool = True,
                   ready=None) -> dict:
     """Time ``fn`` against the problem's baseline; returns plain data for ``judge_speed``. The grade of record
     runs it in the judge on a replay of the learner's recorded call (``watch=False``: a replay is only
     Triton launches and allowed allocations by construction); a learner's check runs it on the function.
-    ``parts``: only the candidate ("cand", in a worker) or only the baseline ("base", in a clean judge process),
-    for whole-program problems that are not replayed: the two halves are then timed in separate processes.
     ``hook``: call ``fn`` through the problem's call hook (False: ``fn`` is a replay that recorded the hook too).
     ``ready``: called once inputs are made and both sides warmed up, before anything is timed (a judge under a class
     queue asks for its GPU alone there, so its setup, kernel loading and warm-up do not hold the GPU from others);
@@ -266,7 +260,7 @@ def measure_speed(fn, problem: SpeedProblem, seed: int, rounds: int = 5, reps: i
                 dst.copy_(src)
 
     try:
-        baseline = untimed_runs(fn, problem, live, parts, ready, torch.cuda.synchronize)
+        baseline = untimed_runs(fn, problem, live, ready, torch.cuda.synchronize)
     except Exception as exc:  # noqa: BLE001
         from .invoke import describe_exception
         result["error"] = describe_exception(exc, f"`{problem.names[0]}` at the timed size")
@@ -280,7 +274,7 @@ def measure_speed(fn, problem: SpeedProblem, seed: int, rounds: int = 5, reps: i
     k = 0
     for r in range(rounds):
         order = ("cand", "base") if r % 2 == 0 else ("base", "cand")
-        for who in (w for w in order if w in parts):
+        for who in order:
             for j in range(reps):
                 i = (k + j) % len(pool)
                 refill(i)
@@ -322,10 +316,7 @@ def measure_speed(fn, problem: SpeedProblem, seed: int, rounds: int = 5, reps: i
         if progress is not None:
             progress.update(1)
     torch.cuda.synchronize()
-    if "base" in parts:
-        result["base_ms"] = [s.elapsed_time(e) for s, e in zip(bstart, bend)]
-    if "cand" not in parts:
-        return result
+    result["base_ms"] = [s.elapsed_time(e) for s, e in zip(bstart, bend)]
     result["cand_ms"] = [s.elapsed_time(e) for s, e in zip(start, end) if s is not None]
     # Cross-check: back-to-back calls, one device synchronize, host clock. Work launched on
     # another stream is not inside the events above but is inside this.

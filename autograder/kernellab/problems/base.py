@@ -546,6 +546,19 @@ class SpeedProblem(Problem):
 SKETCH = 2048  # output elements sampled and re-checked after every timed run
 
 
+def is_autograd_function(name: str, methods: str = "forward(ctx, ...) and backward(ctx, ...)"):
+    """A problem's ``validate`` for a learner's ``torch.autograd.Function`` subclass called ``name`` (``methods``: the
+    static methods it must have, as the message names them)."""
+    def check(obj):
+        if isinstance(obj, type) and issubclass(obj, torch.autograd.Function):
+            return None
+        if obj is None:
+            return f"There is no class `{name}`: define it in the exercise cell and run it."
+        return (f"`{name}` is a {type(obj).__name__}; it must be a class derived from torch.autograd.Function, "
+                f"with static {methods} methods.")
+    return check
+
+
 def seeded_generator(seed: int) -> torch.Generator:
     g = torch.Generator()
     g.manual_seed(seed)

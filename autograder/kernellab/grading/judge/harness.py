@@ -133,12 +133,11 @@ atexit.register(drop_triton_caches)  # this process's caches are its own: gone w
 
 def _run_child(jobdir: pathlib.Path, interpreted: bool = False,
                limit_s: float | None = None, module: str = "kernellab.grading.worker.child",
-               result: str = "result.pt", alone: bool = False, handoff: bool = False,
+               result: str = "result.pt", handoff: bool = False,
                owner: str | None = None) -> tuple[str | None, dict]:
     """Run the child (the worker, or with ``module`` the judge) with phase budgets (``limit_s`` caps the
-    compile and run budgets). Under a class queue (grading/classroom/slots.py): ``alone``, it times from its start (a
-    whole program timed in its worker), so it waits until it has its GPU to itself before it starts;
-    ``handoff``, it starts beside other work and asks for its GPU alone when it needs it (its "alone" phase,
+    compile and run budgets). Under a class queue (grading/classroom/slots.py) it starts beside other work; with
+    ``handoff`` it asks for its GPU alone when it needs it (its "alone" phase,
     slots.ask_for_gpu_alone): a judge about to time, a speed problem's worker about to autotune. ``owner``: the
     submission a worker runs for (its Triton cache: triton_cache). Returns (problem text or None, timing info)."""
     slots = _SLOTS
@@ -147,8 +146,8 @@ def _run_child(jobdir: pathlib.Path, interpreted: bool = False,
     # CPU cores too (grading/classroom/cores.py): a timed process on its GPU's own cores, the rest off them. None where no
     # cores are kept (too few to spare): every process then runs anywhere, as without a queue.
     timed = slots.cores(True)
-    cores = {"start": slots.cores(alone), "timed": timed} if timed else None
-    with slots.process(alone, _STOP) as held:
+    cores = {"start": slots.cores(False), "timed": timed} if timed else None
+    with slots.process(False, _STOP) as held:
         why, info = _start_child(jobdir, interpreted, limit_s, module, result,
                                  {**(slots.env() if DEVICE.on_gpu and not interpreted else {}), **slots.thread_env()},
                                  held.go_alone if handoff else None, cores, held.go_shared if handoff else None,

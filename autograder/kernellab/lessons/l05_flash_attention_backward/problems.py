@@ -8,7 +8,8 @@ import torch
 
 from ... import learner
 from ...device import DEVICE
-from ...problems.base import Answer, AnswersProblem, Case, CorrectnessProblem, SpeedProblem
+from ...problems.base import (Answer, AnswersProblem, Case, CorrectnessProblem, SpeedProblem,
+                              is_autograd_function)
 from ..attention import (attention_flops, attention_grads_reference, attention_reference, attention_sdpa,
                         attention_sdpa_flash, label_for,
                         qkv, shapes, tags_for)
@@ -120,20 +121,11 @@ def through_autograd(cls, q, k, v, do, causal):
     return o.detach(), dq, dk, dv
 
 
-def _is_function(obj):
-    if isinstance(obj, type) and issubclass(obj, torch.autograd.Function):
-        return None
-    if obj is None:
-        return "There is no class `FlashAttention`: define it in the exercise cell and run it."
-    return (f"`FlashAttention` is a {type(obj).__name__}; it must be a class derived from torch.autograd.Function, "
-            "with static forward(ctx, q, k, v, causal) and backward(ctx, do) methods.")
-
-
 FUNCTION = CorrectnessProblem(
     "attention_function_correct", 3, ("FlashAttention",), "FlashAttention.apply(q, k, v, causal) and its gradients",
     signature="FlashAttention.apply(q, k, v, causal)", make_cases=_function_cases, reference=_function_reference,
     out_dtype=lambda c: (torch.float16,) * 4, out_shape=lambda c: (tuple(c.inputs[0].shape),) * 4,
-    hints=BWD_HINTS, outputs=("output", "dq", "dk", "dv"), call=through_autograd, validate=_is_function,
+    hints=BWD_HINTS, outputs=("output", "dq", "dk", "dv"), call=through_autograd, validate=is_autograd_function("FlashAttention", "forward(ctx, q, k, v, causal) and backward(ctx, do)"),
     replay_call=True)
 
 

@@ -16,7 +16,8 @@ from ... import learner
 from ...device import DEVICE
 from ...invoke import Refused
 from ...op_rules import Budget, OpRule
-from ...problems.base import AnswersProblem, Case, CorrectnessProblem, Outcome, SpeedProblem
+from ...problems.base import (AnswersProblem, Case, CorrectnessProblem, Outcome, SpeedProblem,
+                              is_autograd_function)
 from ...timing import STEP_HOST_MS
 from ...watch import current, policy
 from ..attention import attention_flops
@@ -312,17 +313,6 @@ LN_BACKWARD_WHY = ("AddLayerNorm.backward may use PyTorch ops, but not PyTorch's
                    "backward): write the gradient from the formula.")
 
 
-def _is_function(name):
-    def check(obj):
-        if isinstance(obj, type) and issubclass(obj, torch.autograd.Function):
-            return None
-        if obj is None:
-            return f"There is no class `{name}`: define it in the exercise cell and run it."
-        return (f"`{name}` is a {type(obj).__name__}; it must be a class derived from torch.autograd.Function, "
-                "with static forward(ctx, ...) and backward(ctx, ...) methods.")
-    return check
-
-
 @contextlib.contextmanager
 def must_launch(n: int, why: str):
     """Inside a watched call: refuse with ``why`` unless the block launches at least ``n`` Triton kernels.
@@ -410,7 +400,7 @@ LAYERNORM_FUNCTION = CorrectnessProblem(
     reference=_ln_function_reference, out_dtype=lambda c: (torch.float16,) * 5,
     out_shape=lambda c: (tuple(c.inputs[0].shape),) * 3 + (tuple(c.inputs[2].shape),) * 2,
     outputs=("y", "dx", "dresidual", "dweight", "dbias"), call=layernorm_through_autograd,
-    validate=_is_function("AddLayerNorm"), hints=LN_HINTS, own_outputs=False, replay_call=True, replay_ops=LN_RULE,
+    validate=is_autograd_function("AddLayerNorm"), hints=LN_HINTS, own_outputs=False, replay_call=True, replay_ops=LN_RULE,
     mistakes=((_ln_grads_without_mean_terms, (
         "dx is rstd * w * dy: the gradient through the mean and the variance is missing (subtract the mean of "
         "w*dy and x_hat times the mean of w*dy*x_hat)."),),))

@@ -6,7 +6,8 @@ import torch
 
 from ... import learner
 from ...device import DEVICE
-from ...problems.base import Answer, AnswersProblem, Case, CorrectnessProblem, SpeedProblem
+from ...problems.base import (Answer, AnswersProblem, Case, CorrectnessProblem, SpeedProblem,
+                              is_autograd_function)
 from .widgets import tile_table  # noqa: F401 - the schedule the kernel computes, for the notebook and tests
 
 LESSON = "10_mixture_of_experts"
@@ -328,15 +329,6 @@ def through_autograd(cls, x, w, offsets, dy):
     return y.detach(), dx, dw
 
 
-def _is_function(obj):
-    if isinstance(obj, type) and issubclass(obj, torch.autograd.Function):
-        return None
-    if obj is None:
-        return "There is no class `GroupedMatmul`: define it in the exercise cell and run it."
-    return (f"`GroupedMatmul` is a {type(obj).__name__}; it must be a class derived from torch.autograd.Function, "
-            "with static forward(ctx, x_sorted, w, expert_offsets) and backward(ctx, dy) methods.")
-
-
 def _function_cases(gen, on_gpu):
     picked = _grouped_shapes(gen, on_gpu)
     return [grouped_case(gen, with_dy=True, **picked[i]) for i in (0, 2, 4)]
@@ -352,7 +344,7 @@ FUNCTION = CorrectnessProblem(
     "gradients", signature="GroupedMatmul.apply(x_sorted, w, expert_offsets)", make_cases=_function_cases,
     reference=_function_reference, out_dtype=lambda c: (torch.float16,) * 3,
     out_shape=lambda c: ((c.inputs[0].shape[0], c.inputs[1].shape[2]),) + _two_shapes(c), hints=BACKWARD_HINTS,
-    outputs=("y", "dx", "dw"), call=through_autograd, validate=_is_function, replay_call=True)
+    outputs=("y", "dx", "dw"), call=through_autograd, validate=is_autograd_function("GroupedMatmul", "forward(ctx, x_sorted, w, expert_offsets) and backward(ctx, dy)"), replay_call=True)
 
 
 # ------------------------------------------------------------------ speed
