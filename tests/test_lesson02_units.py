@@ -136,3 +136,30 @@ def test_tf32_products_rounded_or_truncated_get_the_tf32_hint(nearest):
     assert out.fraction == 0 and 'input_precision="ieee"' in out.message, out.message
     exact = [CallResult(c.label, c.inputs[0] @ c.inputs[1]) for c in cases]
     assert judge_correctness(L.MATMUL_FP32, cases, exact + exact[:1]).fraction == 1
+
+
+def test_the_solution_pads_operands_whose_strides_allow_no_wide_loads():
+    """Section 4's item 8 in the interpreter: with the size threshold lowered, misaligned operands (odd K or N, a
+    view of a wider matrix) go through zero-padded copies and the product, with and without bias + GELU, stays
+    right and contiguous; operands that item 7 already aligns are not copied."""
+    from kernellab.notebook_cells import load_solution
+    ns = load_solution(L.LESSON, ("matmul", "matmul_bias_gelu"), tag="padding")
+    ns["PAD_ABOVE"] = 0
+    padded = []
+    inner = ns["_launch_padded"]
+    ns["_launch_padded"] = lambda *a: (padded.append(tuple(a[0].shape)), inner(*a))[1]
+    g = torch.Generator().manual_seed(2)
+    for m, n, k in ((5, 7, 9), (33, 17, 13)):
+        a = torch.randn(m, k + 3, generator=g).half()[:, :k]  # a view: row stride k + 3
+        b = torch.randn(k, n, generator=g).half()
+        c = ns["matmul"](a, b)
+        ref = a.double() @ b.double()
+        assert c.shape == (m, n) and c.is_contiguous() and ((c.double() - ref).norm() / ref.norm()) < 2e-3
+    assert padded == [(5, 9), (33, 13)]
+    bias = torch.randn(7, generator=g).half()
+    a, b = torch.randn(5, 9, generator=g).half(), torch.randn(9, 7, generator=g).half()
+    y = ns["matmul_bias_gelu"](a, b, bias)
+    ref = torch.nn.functional.gelu(a.double() @ b.double() + bias.double(), approximate="tanh")
+    assert ((y.double() - ref).norm() / ref.norm()) < 2e-3
+    ns["matmul"](torch.randn(8, 16, generator=g).half(), torch.randn(16, 8, generator=g).half())  # ALIGN 8: as is
+    assert len(padded) == 3

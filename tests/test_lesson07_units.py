@@ -225,3 +225,66 @@ def test_a_training_step_is_timed_with_its_host_time_hidden_on_both_sides(monkey
     timing.gpu_wait(ms=timing.STEP_HOST_MS)
     timing.gpu_wait(ms=0.01)  # never shorter than the default
     assert slept == [1_000_000, int(timing.STEP_HOST_MS * 1.9e6), 1_000_000]
+
+
+def test_the_shipped_step_targets_read_do_bench_and_fail_when_slower(monkeypatch):
+    """The do_bench targets of issue 56 (the step shipped with CUDA graphs, the kernels in one graph) are computed
+    from the report's do_bench column on a GPU, and a slower step fails them."""
+    from types import SimpleNamespace
+
+    from kernellab.lessons.l07_ship_it import bench, problems as P
+    shipped = f"yours, compiled, {P.SHIPPED}"
+    paid = {"eager + SDPA": 1.86, "torch.compile(eager + SDPA)": 2.45, shipped: 1.78,
+            "torch.compile(eager + SDPA) in a CUDA graph": 1.69, "yours, compiled in a CUDA graph": 1.72}
+    ln = {768: {"ms": {bench.EAGER: 3.0, bench.COMPILE: 2.0, bench.YOURS: 1.0}}}
+    res = {"ln_backward": ln, "graphs": {"fullgraph": {"ok": True}},
+           "steps": {"ms": {"eager + SDPA": 1.9, "torch.compile(eager + SDPA)": 1.6, "yours, compiled": 1.6},
+                     "do_bench_ms": paid}}
+    monkeypatch.setattr(bench, "DEVICE", SimpleNamespace(on_gpu=True))
+    met = bench.targets(res)
+    assert met["shipped_vs_sdpa_do_bench"] and met["shipped_vs_compile_do_bench"]
+    assert not met["graph_vs_compile_graph_do_bench"]  # 1.69 / 1.72 < 1
+    assert abs(res["steps"]["do_bench_ratios"]["shipped_vs_sdpa_do_bench"] - 1.86 / 1.78) < 1e-12
+    paid[shipped] = 1.9
+    assert not bench.targets(res)["shipped_vs_sdpa_do_bench"]
+    del paid[shipped]  # a run where the shipped step could not be built: not met, not an error
+    assert bench.targets(res)["shipped_vs_compile_do_bench"] is False
+
+
+def test_the_layernorm_wrapper_plans_a_shape_once_and_stays_right(solution):
+    """The solution's wrapper keeps each shape's launch plan (host time: triton.cdiv and friends cost microseconds);
+    a second shape gets its own plan, and both agree with the float64 backward."""
+    fn = solution["add_layernorm_backward"]
+    plans = fn.__globals__["_PLANS"]
+    for rows, d in ((37, 96), (64, 200), (37, 96)):
+        inputs = L.ln_inputs(rows, d, seed=d)
+        got, ref = fn(*inputs), L.ln_grads(*inputs, dtype=torch.float64)
+        assert all(((g.double() - r).norm() / r.norm()).item() < 2e-3 for g, r in zip(got, ref))
+    assert {k[:2] for k in plans} >= {(37, 96), (64, 200)}
+    plan = plans[(37, 96, inputs[0].device)]
+    assert plan[0] == 128 and plan[4] >= 1  # BLOCK_C, partial rows
+
+
+def test_the_host_cost_exercise_names_where_a_wrapper_spends_its_calls(capsys):
+    """Section 6's exercise (find_host_cost, profiling.host_breakdown): a wrapper that allocates on every call and
+    asks a slow helper shows both among the functions with the most time of their own, with one call each per call."""
+    from kernellab.profiling import host_breakdown
+
+    def slow_helper():  # pure Python work: all of it the helper's own time
+        total = 0
+        for i in range(20000):
+            total += i * i
+        return total
+
+    def wrapper():
+        slow_helper()
+        return torch.empty(16)
+    rows = host_breakdown(wrapper, calls=20, top=4)
+    top = {r["where"]: r for r in rows}
+    helper = next(r for w, r in top.items() if "slow_helper" in w)
+    assert helper["calls"] == 1 and helper is rows[0] and helper["share"] > 0.5
+    assert any(w == "torch.empty" for w in top), top
+    assert abs(sum(r["share"] for r in host_breakdown(wrapper, calls=5, top=100)) - 1) < 1e-6
+    res = L.find_host_cost(load_solution(LESSON, ("add_layernorm_backward",), tag="host")["add_layernorm_backward"])
+    out = capsys.readouterr().out
+    assert res["host_us"] > 0 and res["rows"] and "No GPU" in out and "where the host spends a call" in out

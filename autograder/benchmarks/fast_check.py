@@ -2,12 +2,15 @@
 lesson 07's LayerNorm backward and training step with launches paid.
 
 "Before" is the solution as it was (the kernels launched through Triton's own path, ``kernel[grid](...)``; lesson
-02's kernel told nothing of its strides' alignment, ``A_ALIGN = B_ALIGN = C_ALIGN = 1``; lesson 07's wrapper asking
-the device's SM count on every call), rebuilt from today's solution by the text edits in ``BEFORE_02`` and
+02's kernel told nothing of its strides' alignment, ``A_ALIGN = B_ALIGN = C_ALIGN = 1``, and no operand padded;
+lesson 07's wrapper working out its launch plan, the SM count included, on every call and allocating with
+``torch.empty(shape, dtype=, device=)``), rebuilt from today's solution by the text edits in ``BEFORE_02`` and
 ``BEFORE_07`` (each edit must apply, or the script stops). "After" is the solution as it is. Every row is timed
 three ways: the course timer (timing.interleaved: the host's time hidden), ``triton.testing.do_bench`` (launches
 paid) and the host's time per call (timing.host_us). Outputs are compared too: after against before (the same
-kernels: equal to the last bit where no autotuner is involved) and lesson 02 against fp32 cuBLAS.
+kernels: equal to the last bit where no autotuner is involved) and lesson 02 against fp32 cuBLAS. The LayerNorm
+part also prices the host's pieces of a call (an allocation, a Triton launch through kl.fast and the launcher
+alone, triton.cdiv), which set the floor under a wrapper's host time.
 
     PYTHONPATH=autograder python3 autograder/benchmarks/fast_check.py --out DIR
         # GPU, about 3 minutes on an H200 (most of it compiling: the matmul's ten configurations per variant and
@@ -42,13 +45,16 @@ DEV = DEVICE.torch_device
 # Lesson 02: the launch through Triton's own path, and no alignment hints.
 BEFORE_02 = [("kl.fast(matmul_kernel)[grid](", "matmul_kernel[grid]("),
              ("A_ALIGN=_align(a.stride(0), K), B_ALIGN=_align(b.stride(0), N),\n"
-              "                                 C_ALIGN=_align(c.stride(0), N))", "A_ALIGN=1, B_ALIGN=1, C_ALIGN=1)")]
+              "                                 C_ALIGN=_align(c.stride(0), N))", "A_ALIGN=1, B_ALIGN=1, C_ALIGN=1)"),
+             ("if M * N * K >= PAD_ABOVE and", "if False and")]
 # Lesson 07: every launch through Triton's own path, the SM count asked on every call, the ops under other names
 # (two versions of one custom op name in one process would share the newer implementation).
 BEFORE_07 = [("kl.fast(ln_backward_rows_kernel)[", "ln_backward_rows_kernel["),
              ("kl.fast(ln_backward_reduce_kernel)[", "ln_backward_reduce_kernel["),
-             ("_sm_count(h.device)", "(torch.cuda.get_device_properties(h.device).multi_processor_count if h.is_cuda "
-                                     "else 4)"),
+             ("    if key not in _PLANS:\n", "    if True:  # before: the plan (SM count included) every call\n"),
+             ("dh = h.new_empty((n_rows, n_cols))", "dh = torch.empty((n_rows, n_cols), dtype=h.dtype, device=h.device)"),
+             ("dw = weight.new_empty((n_cols,))", "dw = torch.empty((n_cols,), dtype=weight.dtype, device=h.device)"),
+             ("db = weight.new_empty((n_cols,))", "db = torch.empty((n_cols,), dtype=weight.dtype, device=h.device)"),
              ("kl.fast(add_layernorm_kernel)[", "add_layernorm_kernel["),
              ("kl.fast(flash_fwd_kernel)[", "flash_fwd_kernel["),
              ("kl.fast(dq_kernel)[", "dq_kernel["),
@@ -71,7 +77,7 @@ FWD04_SHAPES = ((1024, False), (1024, True), (4096, False), (4096, True))  # B=4
 # 1024^3: host-bound before (47.8 us by do_bench vs cuBLAS's 9.2 on an H200); the two misaligned shapes of lesson
 # 08's benchmark (all three misaligned shapes are in lesson 02's: kernellab bench --lessons 02_tiled_matmul). Every
 # shape costs the autotuner's ten compiles per variant; the odd one compiles once (both variants have ALIGN = 1).
-MATMUL_SHAPES = ((1024, 1024, 1024), (3000, 5000, 1500), (4095, 4097, 4093))
+MATMUL_SHAPES = ((1024, 1024, 1024), (3000, 5000, 1500), (4095, 4097, 4093), (3001, 4999, 1503))
 LN_WIDTHS = (768, 1024, 4096)
 LN_ROWS = 4096  # 3-25 MB moved: the short calls where host time shows
 TARGETS = {"ln_backward_host_us": 20.0, "matmul_misaligned_vs_cublas": 0.8, "matmul_1024_do_bench_vs_cublas": 0.8,
@@ -169,7 +175,55 @@ def part_ln(widths=LN_WIDTHS, rows=LN_ROWS) -> dict:
               f"{t['before']['do_bench_ms'] * 1e3:.1f} -> {t['after']['do_bench_ms'] * 1e3:.1f}; course timer us "
               f"{t['after']['course_ms'] * 1e3:.1f}; identical: {same}", flush=True)
     stats = {k: dict(kernellab.fast(after_ns[k]).stats) for k in ("ln_backward_rows_kernel", "ln_backward_reduce_kernel")}
-    return {"rows": out, "fast_launch_stats": stats}
+    return {"rows": out, "fast_launch_stats": stats, "host_prices_us": host_prices()}
+
+
+def host_prices() -> dict:
+    """Host microseconds per call of the pieces a kernel wrapper is made of (timing.host_us); GPU only (the
+    interpreter has no launcher to price)."""
+    if not DEVICE.on_gpu:
+        return {}
+    import triton
+    from kernellab import launch
+    from kernellab.timing import host_us
+    x = torch.empty((4096, 1024), dtype=torch.float16, device=DEV)
+    fk = kernellab.fast(_one_arg_kernel)
+    for _ in range(2):
+        fk[(1,)](x, N=1)  # the first call compiles, the second pins
+    compiled, plan, _extra, _t, _c = next(iter(fk.pins.values()))
+    full = [x if i >= 0 else v for i, v in plan]
+    dev = launch._device()
+
+    def launcher():
+        compiled.run(1, 1, 1, launch._stream(dev), compiled.function, compiled.packed_metadata, None, None, None,
+                     *full)
+    prices = {
+        "torch.empty(shape, dtype=, device=)": lambda: torch.empty((4096, 1024), dtype=torch.float16, device=x.device),
+        "x.new_empty(shape)": lambda: x.new_empty((4096, 1024)),
+        "a slice, x[8:]": lambda: x[8:],
+        "triton.cdiv": lambda: triton.cdiv(4096, 64),
+        "triton.next_power_of_2": lambda: triton.next_power_of_2(1000),
+        "Triton's launcher alone (one pointer)": launcher,
+        "kl.fast launch (one pointer)": lambda: fk[(1,)](x, N=1),
+        "Triton's own launch, kernel[grid](...) (one pointer)": lambda: _one_arg_kernel[(1,)](x, N=1),
+        "torch.add of two 1024-vectors (an ATen op)": lambda: torch.add(x[0], x[1]),
+    }
+    res = {k: host_us(f, n=200, rounds=5) for k, f in prices.items()}
+    print("  host prices, us: " + ", ".join(f"{k} {v:.1f}" for k, v in res.items()), flush=True)
+    return res
+
+
+def _kernel_of_one_arg():
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def one_arg(x_ptr, N: tl.constexpr):
+        tl.store(x_ptr + tl.arange(0, N), tl.zeros([N], x_ptr.dtype.element_ty))
+    return one_arg
+
+
+_one_arg_kernel = _kernel_of_one_arg()
 
 
 def part_step(rounds: int = 3, shape=None) -> dict:
@@ -291,8 +345,9 @@ def write(res: dict, out: pathlib.Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
     (out / "fast_check.json").write_text(json.dumps(res, indent=1, default=str))
     lines = ["# Issue 56 A/B: host time, misaligned matmul, lesson 07's step with launches paid", ""] + _header()
-    lines += ["", "Before: the solution with Triton's own launch path (and, lesson 02, no alignment hints; lesson 07, "
-              "the SM count asked every call). After: the solution as committed. course = the course timer (host "
+    lines += ["", "Before: the solution with Triton's own launch path (and, lesson 02, no alignment hints and no "
+              "padding; lesson 07, its launch plan worked out and its buffers allocated with torch.empty(shape, "
+              "dtype=, device=) on every call). After: the solution as committed. course = the course timer (host "
               "hidden); do_bench = launches paid; host = host time per call, the GPU not waited on.", "",
               "## Targets", ""]
     lines += md_table(["target", "value", "threshold", "met"], [
@@ -319,6 +374,12 @@ def write(res: dict, out: pathlib.Path) -> None:
              f"{r['times']['before']['course_ms'] * 1e3:.1f} / {r['times']['after']['course_ms'] * 1e3:.1f}",
              "yes" if r["after_equals_before"] else "**no**", f"{r['errors']['after']:.1e}"] for r in res["ln"]["rows"]])
         lines += ["", f"Direct launches: {res['ln']['fast_launch_stats']}"]
+        prices = res["ln"].get("host_prices_us")
+        if prices:
+            lines += ["", "### What the host's pieces of a call cost (us per call, GPU not waited on)", "",
+                      "The floor under a wrapper's host time: two launches through Triton's launcher alone already "
+                      "cost more than 20 us on this host.", ""]
+            lines += md_table(["piece", "host us"], [[k, f"{v:.1f}"] for k, v in prices.items()])
     if "step" in res:
         st = res["step"]
         lines += ["", f"## Lesson 07 training step ({st['shape']}; compile and first calls {st['compile_s']:.0f} s)", ""]
@@ -549,7 +610,7 @@ def _made_up_result() -> dict:
                        "do_bench_ms": dict.fromkeys(("solution", "more configs", "cuDNN"), 1.0),
                        "configs": {"solution": "c", "more configs": "c"}} for n, c in FWD04_SHAPES]}
     return {"device": "made up", "errors": {}, "matmul": {"rows": mm, "fast_launch_stats": {"fast": 3, "triton": 1}},
-            "ln": {"rows": ln, "fast_launch_stats": {}}, "step": step, "candidates": cand}
+            "ln": {"rows": ln, "fast_launch_stats": {}, "host_prices_us": {"x.new_empty(shape)": 2.0}}, "step": step, "candidates": cand}
 
 
 def main() -> int:

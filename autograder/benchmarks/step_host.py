@@ -50,14 +50,13 @@ def flash_attention_backward_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tenso
     dq = torch.empty((B, H, N, D), dtype=q.dtype, device=q.device)
     dk = torch.empty_like(dq)
     dv = torch.empty_like(dq)
-    delta = torch.empty((B, H, N), dtype=torch.float32, device=q.device)
-    wrap_triton(delta_kernel)[(triton.cdiv(N, 64), B * H)](o, do, delta, *o.stride()[:3], *do.stride()[:3], H, N,
-                                                           HEAD_DIM=D, BLOCK_M=64)
-    args = (*q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *do.stride()[:3], H, N, 1.0 / math.sqrt(D))
-    wrap_triton(dkdv_kernel)[lambda meta: (triton.cdiv(N, meta["BLOCK_N"]), B * H)](
-        q, k, v, do, lse, delta, dk, dv, *args, HEAD_DIM=D, CAUSAL=bool(causal))
+    delta = torch.empty((B, H, N), dtype=torch.float32, device=q.device)  # written by dq_kernel, read by dkdv
+    strides = (*q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *do.stride()[:3])
     wrap_triton(dq_kernel)[lambda meta: (triton.cdiv(N, meta["BLOCK_M"]), B * H)](
-        q, k, v, do, lse, delta, dq, *args, HEAD_DIM=D, CAUSAL=bool(causal))
+        q, k, v, do, lse, delta, dq, o, *strides, *o.stride()[:3], H, N, 1.0 / math.sqrt(D), HEAD_DIM=D,
+        CAUSAL=bool(causal))
+    wrap_triton(dkdv_kernel)[lambda meta: (triton.cdiv(N, meta["BLOCK_N"]), B * H)](
+        q, k, v, do, lse, delta, dk, dv, *strides, H, N, 1.0 / math.sqrt(D), HEAD_DIM=D, CAUSAL=bool(causal))
     return dq, dk, dv
 
 
@@ -143,9 +142,11 @@ add_layernorm_op.register_autograd(_layernorm_backward, setup_context=_layernorm
 # tl.cast, not x.to(): Inductor finds which arguments a user kernel writes by tracing it with Python scalars, where
 # x.to() raises ('float' object has no attribute 'to', 2026-11-25 16:25) and Inductor then copies every argument
 # around every launch (assets/bench/lesson07_triton_op_inductor/).
+# The forward kernel's first lines (dq_kernel starts alike but takes sm_scale: the comment tells them apart).
+_FWD_START = ("    start_m = tl.program_id(0)\n"
+              "    if CAUSAL:  # the last query blocks have the most keys to visit: launch them first, small")
 FP32_SCALARS = (
-    ("    start_m = tl.program_id(0)\n    if CAUSAL:", "    qk_scale = tl.cast(qk_scale, tl.float32)\n"
-     "    start_m = tl.program_id(0)\n    if CAUSAL:"),
+    (_FWD_START, "    qk_scale = tl.cast(qk_scale, tl.float32)\n" + _FWD_START),
     ("    qk_scale = sm_scale * 1.4426950408889634", "    sm_scale = tl.cast(sm_scale, tl.float32)\n"
      "    qk_scale = sm_scale * 1.4426950408889634"),
     ("/ n_cols + eps)", "/ n_cols + tl.cast(eps, tl.float32))"),

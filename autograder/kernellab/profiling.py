@@ -211,3 +211,38 @@ def show(rows: list[OpRow], ridge: float | None = None, top: int = 12) -> None:
 
 
 __all__ = ["OpRow", "cost", "profile", "show", "table"]
+
+
+# ------------------------------------------------------------------ the host's side of a call (section 6 of lesson 07)
+
+def _label(func: tuple) -> str:
+    """A cProfile key (file, line, name) as a person reads it: 'torch.empty', 'launch.py:99(run)'."""
+    path, line, name = func
+    if path == "~":  # a built-in: "<built-in method torch.empty>", "<method 'stride' of ...>"
+        return name.strip("<>{}").replace("built-in method ", "").replace("method ", "")
+    return f"{path.rsplit('/', 1)[-1]}:{line}({name})"
+
+
+def host_breakdown(fn, calls: int = 300, top: int = 8) -> list[dict]:
+    """Where the host's time in ``fn()`` goes: ``calls`` calls under cProfile, the functions with the most time of
+    their own first. Each row: ``where`` (function), ``calls`` (per call of fn), ``own_us`` (own time per call of fn,
+    profiler overhead included: compare rows with each other, and the total with timing.host_us) and ``share``."""
+    import cProfile
+    import pstats
+    fn()
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+    prof = cProfile.Profile()
+    prof.enable()
+    for _ in range(calls):
+        fn()
+    prof.disable()
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+    stats = pstats.Stats(prof).stats  # func -> (primitive calls, calls, own time, cumulative time, callers)
+    stats = {f: v for f, v in stats.items() if "_lsprof" not in f[2]}  # the profiler's own disable()
+    total = sum(v[2] for v in stats.values()) or 1e-12
+    rows = [{"where": _label(f), "calls": v[1] / calls, "own_us": v[2] * 1e6 / calls, "share": v[2] / total}
+            for f, v in stats.items()]
+    rows.sort(key=lambda r: -r["own_us"])
+    return rows[:top]
