@@ -12,6 +12,13 @@ def _committed(n: str) -> dict:
     return json.loads((repo_root() / "assets" / "bench" / f"lesson{n}.json").read_text())
 
 
+def _unpaid(row: dict) -> dict:
+    """The row as a benchmark wrote it before issue 56: no do_bench or host-time keys."""
+    for k in [k for k in row if "_do_bench_" in k or k.endswith("_host_us")]:
+        del row[k]
+    return row
+
+
 def _paid(row: dict, names, base=None, ms=0.5, us=12.0) -> dict:
     for k in names:
         row[f"{k}_do_bench_ms"], row[f"{k}_host_us"] = ms, us
@@ -46,7 +53,9 @@ def test_lesson02_report(tmp_path, new):
 @pytest.mark.parametrize("new", [False, True])
 def test_lesson01_report(tmp_path, new):
     from kernellab.lessons.l01_roofline_vector_add import bench as B
-    res = _committed("01")
+    res = _committed("01")  # measured with launches paid since 2026-11-29: taken back to before for new=False
+    for r in res["add"] + res["silu_gate"]:
+        _unpaid(r)
     if new:
         for r in res["add"]:
             _paid(r, ("solution", "torch", "copy"), base="torch")
