@@ -210,7 +210,7 @@ def show(rows: list[OpRow], ridge: float | None = None, top: int = 12) -> None:
         print(f"... and {len(rest)} more ops, {sum(r.share for r in rest):.1%} of the time together")
 
 
-__all__ = ["OpRow", "cost", "profile", "show", "table"]
+__all__ = ["OpRow", "cost", "host_breakdown", "profile", "show", "table"]
 
 
 # ------------------------------------------------------------------ the host's side of a call (section 6 of lesson 07)
@@ -229,16 +229,16 @@ def host_breakdown(fn, calls: int = 300, top: int = 8) -> list[dict]:
     profiler overhead included: compare rows with each other, and the total with timing.host_us) and ``share``."""
     import cProfile
     import pstats
+
+    from .timing import _sync_if_gpu
     fn()
-    if torch.cuda.is_available():
-        torch.cuda.synchronize()
+    _sync_if_gpu()
     prof = cProfile.Profile()
     prof.enable()
     for _ in range(calls):
         fn()
     prof.disable()
-    if torch.cuda.is_available():
-        torch.cuda.synchronize()
+    _sync_if_gpu()
     stats = pstats.Stats(prof).stats  # func -> (primitive calls, calls, own time, cumulative time, callers)
     stats = {f: v for f, v in stats.items() if "_lsprof" not in f[2]}  # the profiler's own disable()
     total = sum(v[2] for v in stats.values()) or 1e-12
