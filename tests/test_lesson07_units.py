@@ -288,3 +288,25 @@ def test_the_host_cost_exercise_names_where_a_wrapper_spends_its_calls(capsys):
     res = L.find_host_cost(load_solution(LESSON, ("add_layernorm_backward",), tag="host")["add_layernorm_backward"])
     out = capsys.readouterr().out
     assert res["host_us"] > 0 and res["rows"] and "No GPU" in out and "where the host spends a call" in out
+
+
+def test_the_host_cost_exercise_reads_section_6s_three_clocks_on_a_gpu(monkeypatch, capsys):
+    """find_host_cost's GPU branch, with the device and its clocks stood in for: the three numbers come from
+    launch_cost at the one size asked, in microseconds."""
+    from types import SimpleNamespace
+
+    import kernellab.profiling as prof
+    asked = []
+
+    def fake_launch_cost(fn, make_args, sizes):
+        asked.append((sizes, len(make_args(sizes[0]))))
+        return {sizes[0]: {"kernel_ms": 0.017, "do_bench_ms": 0.07, "host_ms": 0.082}}
+    monkeypatch.setattr(L, "DEVICE", SimpleNamespace(on_gpu=True, torch_device="cpu"))
+    monkeypatch.setattr(L, "launch_cost", fake_launch_cost)
+    monkeypatch.setattr(prof, "host_breakdown", lambda fn, calls, top: [
+        {"where": "torch.empty", "calls": 4.0, "own_us": 20.0, "share": 0.3}])
+    res = L.find_host_cost(lambda *a: None, d=64, rows=8)
+    assert asked == [((512,), 5)]
+    assert (round(res["kernel_us"], 6), round(res["do_bench_us"], 6), round(res["host_us"], 6)) == (17.0, 70.0, 82.0)
+    out = capsys.readouterr().out
+    assert "kernel 17.0 us (course timer), do_bench 70.0 us, host 82.0 us per call" in out and "torch.empty" in out

@@ -774,18 +774,18 @@ def find_host_cost(add_layernorm_backward, d: int = 1024, rows: int = 4096, top:
     Without a GPU the kernels run in the interpreter, which is then most of the host's time: the table still shows
     your wrapper's own lines, but the numbers say nothing about a GPU."""
     from ...profiling import host_breakdown
-    from ...timing import bench, do_bench_ms, host_us
+    from ...timing import host_us
     if not DEVICE.on_gpu:
         d, rows = 64, 8
     inputs = ln_inputs(rows, d, seed=d)
     call = lambda: add_layernorm_backward(*inputs)  # noqa: E731
-    res = {"host_us": host_us(call, n=100 if DEVICE.on_gpu else 5, rounds=5 if DEVICE.on_gpu else 3)}
-    if DEVICE.on_gpu:
-        res["kernel_us"] = bench(call) * 1e3
-        res["do_bench_us"] = do_bench_ms({"call": call})["call"] * 1e3
+    if DEVICE.on_gpu:  # section 6's three clocks (launch_cost), at this one size
+        t = launch_cost(add_layernorm_backward, lambda n: inputs, sizes=(rows * d,))[rows * d]
+        res = {"kernel_us": t["kernel_ms"] * 1e3, "do_bench_us": t["do_bench_ms"] * 1e3, "host_us": t["host_ms"] * 1e3}
         print(f"d = {d}, {rows} rows: kernel {res['kernel_us']:.1f} us (course timer), do_bench {res['do_bench_us']:.1f}"
               f" us, host {res['host_us']:.1f} us per call")
     else:
+        res = {"host_us": host_us(call, n=5, rounds=3)}
         print(f"No GPU: the interpreter runs the kernels on the host ({res['host_us']:.0f} us a call at d = {d}, "
               f"{rows} rows); the table shows where, your wrapper's lines among them.")
     res["rows"] = host_breakdown(call, calls=300 if DEVICE.on_gpu else 3, top=top)
