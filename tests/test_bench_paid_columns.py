@@ -1,4 +1,4 @@
-"""The GPU-only benchmark reports (lessons 01, 02, 08) written from their committed JSON: as measured before issue 56
+"""The GPU-only benchmark reports (lessons 01, 02, 08, 10) written from their committed JSON: as measured before issue 56
 (no launch-paid numbers: the new columns read "-" or are left out) and with the numbers the benchmarks now add
 (do_bench and host time per call; lesson 02's misaligned section). Runtime: about 3 s (matplotlib)."""
 import json
@@ -79,3 +79,26 @@ def test_lesson08_report_with_and_without_host_times(tmp_path):
     B.write_lesson08(res, tmp_path)
     md = (tmp_path / "lesson08.md").read_text()
     assert "| 30.0 / 8.0 |" in md and "| 40.0 / 20.0 |" in md
+
+
+@pytest.mark.parametrize("persistent", [False, True])
+def test_lesson10_report(tmp_path, persistent):
+    # the committed JSON has no persistent kernel (before 2026-11-29's second run); a run on sm_90+ adds it
+    from kernellab.lessons.l10_mixture_of_experts import bench as B
+    res = _committed("10")
+    if persistent:
+        for r in res["gemm"]:
+            r["ms"]["persistent"], r["do_bench_ms"]["persistent"] = r["ms"]["yours"] / 1.25, 0.5
+            r["persistent_vs_dense"] = r["ms"]["dense"] / r["ms"]["persistent"]
+            r["persistent_vs_grouped_mm"] = (r["ms"]["_grouped_mm"] / r["ms"]["persistent"]
+                                             if "_grouped_mm" in r["ms"] else None)
+    res["targets_met"] = B.targets(res)
+    assert ("persistent_vs_grouped_mm" in res["targets_met"]) == persistent
+    B.write_lesson10(res, tmp_path)
+    md = (tmp_path / "lesson10.md").read_text()
+    assert ("section 8's sm_90+ kernel" in md) == persistent
+    row = next(line for line in md.splitlines() if line.startswith("| 8192, 8, 2, 4096->14336 | bfloat16 |"))
+    cells = [c.strip() for c in row.split("|")[1:-1]]
+    assert (cells[3] != "-") == persistent  # the persistent kernel's ms column
+    r = next(r for r in res["gemm"] if r["shape"] == [8192, 8, 2, 4096, 14336] and r["dtype"] == "bfloat16")
+    assert cells[8] == f"{r['vs_grouped_mm']:.2f} / " + (f"{r['persistent_vs_grouped_mm']:.2f}" if persistent else "-")

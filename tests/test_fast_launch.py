@@ -53,11 +53,11 @@ def test_pins_after_the_first_call_and_passes_every_parameter_in_order(fk):
     f, compiled, slow = fk
     f[(4,)](None, None, 32, 64, BLOCK=16)
     assert len(slow) == 1 and compiled.launches == []
-    f[lambda meta: (meta["n"] // meta["BLOCK"], 2)](None, None, 48, 80, BLOCK=16)  # same specialisation
+    f[lambda meta: (meta["n"] // meta["BLOCK"], meta.get("FLAG"), meta.get("nothing", 5))](None, None, 32, 64, BLOCK=16)
     assert len(slow) == 1 and f.stats["fast"] == 1
     grid, stream, args = compiled.launches[0]
-    assert grid == (3, 2, 1) and stream == 1234
-    assert args == (None, None, 48, 80, 16, 3)  # positional, then the constexpr keyword, then the default
+    assert grid == (2, 3, 5) and stream == 1234
+    assert args == (None, None, 32, 64, 16, 3)  # positional, then the constexpr keyword, then the default
 
 
 @pytest.mark.parametrize("changed", [
@@ -77,8 +77,33 @@ def test_constexprs_passed_by_position_count_by_value(fk):
     f[(1,)](None, None, 32, 64, 16)
     f[(1,)](None, None, 32, 64, 32)  # BLOCK differs: another kernel, even though both are multiples of 16
     assert len(slow) == 2
-    f[(1,)](None, None, 48, 64, 32)
-    assert len(slow) == 2 and compiled.launches[0][2] == (None, None, 48, 64, 32, 3)
+    f[(1,)](None, None, 32, 64, 32)
+    assert len(slow) == 2 and compiled.launches[0][2] == (None, None, 32, 64, 32, 3)
+
+
+def test_ints_key_by_value_and_bools_never_pass_for_ints(fk):
+    f, compiled, slow = fk
+    f[(1,)](None, None, 32, 64, BLOCK=16)
+    f[(1,)](None, None, 48, 64, BLOCK=16)  # the same specialisation for Triton, another value: pinned anew
+    assert len(slow) == 2
+    f[(1,)](None, None, 48, 64, BLOCK=16)
+    assert len(slow) == 2 and compiled.launches[-1][2] == (None, None, 48, 64, 16, 3)
+    f[(1,)](None, None, 1, 64, BLOCK=16)
+    f[(1,)](None, None, True, 64, BLOCK=16)  # True == 1 and hashes alike: it must not reuse the int's pin
+    assert len(slow) == 4
+    f[(1,)](None, None, 2.0, 64, BLOCK=16)  # floats are never specialised: one pin for every value
+    f[(1,)](None, None, 3.0, 64, BLOCK=16)
+    assert len(slow) == 5 and compiled.launches[-1][2][2] == 3.0
+
+
+def test_the_pin_table_is_bounded(fk, monkeypatch):
+    f, compiled, slow = fk
+    monkeypatch.setattr(launch, "_MAX_PINS", 3)
+    for n in range(10):
+        f[(1,)](None, None, n + 2, 64, BLOCK=16)
+    assert len(slow) == 10 and len(f.pins) <= 3
+    f[(1,)](None, None, 11, 64, BLOCK=16)
+    assert len(slow) == 10 and compiled.launches[-1][2][2] == 11
 
 
 def test_keywords_count_by_value_and_unknown_types_are_never_pinned(fk):

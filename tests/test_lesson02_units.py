@@ -115,7 +115,7 @@ _TF32_DOT = ("a = (a.to(tl.int32, bitcast=True) & -8192).to(tl.float32, bitcast=
     (None, None, True, "Correct on all 2 cases"),
     ("acc = tl.dot(a, b, acc)", _TF32_DOT, False, 'input_precision="ieee"'),
     ("acc = tl.dot(a, b, acc)", "acc = tl.dot(a.to(tl.float16), b.to(tl.float16), acc)", False, "cut to 16 bits"),
-    ("dtype=a.dtype", "dtype=torch.float16", False, "float16"),
+    ("c = a.new_empty((M, N))", "c = a.new_empty((M, N), dtype=torch.float16)", False, "float16"),
     ("acc = tl.dot(a, b, acc)", "acc = tl.dot(a, b, acc) * 1.001", False, "Wrong result"),
 ])
 def test_fp32_check_names_tf32_and_other_fp32_mistakes(capsys, old, new, ok, words):

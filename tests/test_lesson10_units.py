@@ -83,3 +83,24 @@ def test_the_schedule_picture_counts_working_and_idle_tiles(monkeypatch):
     tile_schedule((5, 0, 17, 1, 40, 0, 9), 8)  # tiles 1 + 3 + 1 + 5 + 2 = 12 of cdiv(72, 8) + 7 = 16 launched
     assert plt.gcf().axes[0].get_title().startswith("12 row tiles do work; 4 of the 16 launched")
     plt.close("all")
+
+
+def test_the_persistent_kernel_matches_float64_falls_back_and_a_broken_one_is_caught(capsys):
+    # Section 8's ungraded kernel in the interpreter: its TMA descriptors (w's 3-d one ends each expert at K),
+    # the exact tile count, and the fallback for inputs no descriptor takes (the cases name which is which).
+    ns = load_solution(LESSON, ("grouped_matmul", "grouped_matmul_persistent"))
+    fallbacks = []
+    real = ns["grouped_matmul"]
+
+    def counted(*a):
+        fallbacks.append(a[0].stride())
+        return real(*a)
+    ns["grouped_matmul"] = counted  # the wrapper finds grouped_matmul in its cell's namespace
+    assert L.compare_persistent(real, ns["grouped_matmul_persistent"]) == []
+    assert "4 cases match float64" in capsys.readouterr().out
+    assert len(fallbacks) == 2  # K = 36 (a 72-byte row stride) and the column-major x
+    old = "b = w_desc.load([e, k0, pid_n * BLOCK_N])"
+    wrong_expert = load_solution(LESSON, ("grouped_matmul", "grouped_matmul_persistent"), tag="persistent_broken",
+                                 edit=lambda s: s.replace(old, "b = w_desc.load([(e + 1) % E, k0, pid_n * BLOCK_N])"))
+    with pytest.raises(AssertionError, match="relative error"):
+        L.compare_persistent(real, wrong_expert["grouped_matmul_persistent"])

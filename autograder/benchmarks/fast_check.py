@@ -2,7 +2,8 @@
 lesson 07's LayerNorm backward and training step with launches paid.
 
 "Before" is the solution as it was (the kernels launched through Triton's own path, ``kernel[grid](...)``; lesson
-02's kernel told nothing of its strides' alignment, ``A_ALIGN = B_ALIGN = C_ALIGN = 1``, and no operand padded;
+02's kernel told nothing of its strides' alignment, ``A_ALIGN = B_ALIGN = C_ALIGN = 1``, no operand padded, its grid
+by ``triton.cdiv`` and its output by ``torch.empty``;
 lesson 07's wrapper working out its launch plan, the SM count included, on every call and allocating with
 ``torch.empty(shape, dtype=, device=)``), rebuilt from today's solution by the text edits in ``BEFORE_02`` and
 ``BEFORE_07`` (each edit must apply, or the script stops). "After" is the solution as it is. Every row is timed
@@ -44,8 +45,11 @@ DEV = DEVICE.torch_device
 
 # Lesson 02: the launch through Triton's own path, and no alignment hints.
 BEFORE_02 = [("kl.fast(matmul_kernel)[grid](", "matmul_kernel[grid]("),
-             ("A_ALIGN=_align(a.stride(0), K), B_ALIGN=_align(b.stride(0), N),\n"
-              "                                 C_ALIGN=_align(c.stride(0), N))", "A_ALIGN=1, B_ALIGN=1, C_ALIGN=1)"),
+             ("A_ALIGN=a_align, B_ALIGN=b_align,\n                                 C_ALIGN=_align(N))",
+              "A_ALIGN=1, B_ALIGN=1, C_ALIGN=1)"),
+             ('-(M // -meta["BLOCK_M"]) * -(N // -meta["BLOCK_N"])',
+              'triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"])'),
+             ("c = a.new_empty((M, N))", "c = torch.empty((M, N), device=a.device, dtype=a.dtype)"),
              ("if M * N * K >= PAD_ABOVE and", "if False and")]
 # Lesson 07: every launch through Triton's own path, the SM count asked on every call, the ops under other names
 # (two versions of one custom op name in one process would share the newer implementation).
@@ -190,8 +194,8 @@ def host_prices() -> dict:
     fk = kernellab.fast(_one_arg_kernel)
     for _ in range(2):
         fk[(1,)](x, N=1)  # the first call compiles, the second pins
-    compiled, plan, _extra, _t, _c = next(iter(fk.pins.values()))
-    full = [x if i >= 0 else v for i, v in plan]
+    compiled, tail, _extra, _t, _c = next(iter(fk.pins.values()))
+    full = (x, *tail)
     dev = launch._device()
 
     def launcher():

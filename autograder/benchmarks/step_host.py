@@ -109,15 +109,14 @@ def add_layernorm_backward_op(h: torch.Tensor, weight: torch.Tensor, dy: torch.T
     sms = torch.cuda.get_device_properties(h.device).multi_processor_count
     tiles_per_program = triton.cdiv(tiles, min(tiles, (2 if narrow else 1) * sms))
     n_parts = triton.cdiv(tiles, tiles_per_program)
-    dw_part = torch.empty((n_parts, n_cols), dtype=torch.float32, device=h.device)
-    db_part = torch.empty((n_parts, n_cols), dtype=torch.float32, device=h.device)
+    part = torch.empty((2 * n_parts, n_cols), dtype=torch.float32, device=h.device)  # dw's partials, then db's
     wrap_triton(ln_backward_rows_kernel)[(n_parts,)](
-        dh, dw_part, db_part, h2, weight, dy2, mean, rstd, n_rows, n_cols, h2.stride(0), dy2.stride(0),
+        dh, part, h2, weight, dy2, mean, rstd, n_rows, n_cols, h2.stride(0), dy2.stride(0),
         dh.stride(0), tiles_per_program, BLOCK_C=block_c, ROWS=rows, num_warps=warps)
     dw = torch.empty((n_cols,), dtype=weight.dtype, device=h.device)
     db = torch.empty((n_cols,), dtype=weight.dtype, device=h.device)
     wrap_triton(ln_backward_reduce_kernel)[(triton.cdiv(n_cols, 16),)](
-        dw, db, dw_part, db_part, n_parts, n_cols, BLOCK_P=min(256, triton.next_power_of_2(n_parts)), BLOCK_C=16)
+        dw, db, part, n_parts, n_cols, BLOCK_P=min(256, triton.next_power_of_2(n_parts)), BLOCK_C=16)
     return dh.view(h.shape), dw, db
 
 

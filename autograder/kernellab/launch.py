@@ -8,9 +8,9 @@ Triton as usual (it compiles, autotunes, checks), keeps the compiled kernel it r
 call that specialises the same way, calls that compiled kernel's launcher directly - the same launcher, with the
 same arguments, that Triton itself calls last.
 
-What decides "specialises the same way" is what Triton specialises on (the key below): each integer's equality to
-1, divisibility by 16 and 32/64-bit width, each tensor's dtype and 16-byte alignment, every keyword (constexprs,
-num_warps) by value, the current device, and, for an autotuned kernel, the values of its key arguments plus the
+What decides "specialises the same way" is at least as fine as what Triton specialises on (the key below): each
+integer by its value (Triton looks at its equality to 1, divisibility by 16 and width), each tensor's dtype and
+16-byte alignment, every keyword (constexprs, num_warps) by value, the current device, and, for an autotuned kernel, the values of its key arguments plus the
 configuration its autotuner holds for them (checked on every call: when the autotuner forgets its pick, e.g. after
 ``tuning.compile_only``, the next call goes through it again). Anything else takes Triton's own path every time:
 the CPU interpreter, a launch hook (a profiler), the course's watch or recording of a call (they see every launch
@@ -18,9 +18,9 @@ as Triton makes it), anything that has replaced Triton's ``JITFunction.run`` or 
 worker's compile-ahead pass turns launches into compile requests that way), an argument of a type the key does not
 know, a configuration with a pre_hook.
 
-Its own Python costs about 5.7 us of CPU time a launch for the LayerNorm backward's 14 arguments (2.6 us of it the
-specialisation key; measured with a stand-in launcher on the course's 2-core CI machine, where a CPU torch.empty
-took 1.0 us); the compiled kernel's launcher then costs what it costs under Triton's own path too.
+Its own Python is kept to a few microseconds a launch (measured with a stand-in launcher on the course's CPU
+machine: autograder/benchmarks/fast_check.py prices it on a GPU's host); the compiled kernel's launcher then costs
+what it costs under Triton's own path too. A grid function is handed a mapping that looks names up on demand.
 """
 from __future__ import annotations
 
@@ -44,26 +44,45 @@ def fast(kernel) -> "FastKernel":
 _Tensor = torch.Tensor
 
 
+_BOOL = {True: "true", False: "false"}  # a bool must not key like the int it equals (True == 1 in a tuple)
+
+
 def _spec_key(args) -> tuple:
-    """What Triton's specialisation sees of the arguments, flat: per tensor its dtype and whether its address is
-    16-byte aligned; per int whether it is 1, divisible by 16, and 32 or 64 bits wide (signed or not); floats, bools
-    and None as themselves. Raises TypeError for any other type. (The hottest loop here: kept flat and branchy.)"""
-    out = []
-    add = out.append
-    for a in args:
-        if isinstance(a, _Tensor):
-            add(a.dtype)
-            add(not a.data_ptr() & 15)
-        elif type(a) is int:
-            add(a if a == 1 else (-1 if a & 15 else -16) - (0 if -0x80000000 <= a < 0x80000000 else
-                                                             32 if a < 0x8000000000000000 else 64))
-        elif type(a) is float:
-            add(0.5)
-        elif a is None or type(a) is bool:
-            add(a)
-        else:
-            raise TypeError(type(a))
-    return tuple(out)
+    """The arguments as far as Triton's specialisation could see them, flat and at least as fine: per tensor its
+    dtype and whether its address is 16-byte aligned; every int by its value (finer than Triton's "equal to 1,
+    divisible by 16, 32 or 64 bits", so never wrong, and a lookup in C instead of arithmetic in Python); floats as
+    one constant (never specialised); bools and None as themselves. Raises TypeError for any other type.
+    (The hottest line here: one comprehension, the common types tested first.)"""
+    return tuple([a if type(a) is int else (a.dtype, not a.data_ptr() & 15) if isinstance(a, _Tensor)
+                  else 0.5 if type(a) is float else _BOOL[a] if type(a) is bool else _none(a) for a in args])
+
+
+def _none(a):
+    if a is None:
+        return None
+    raise TypeError(type(a))
+
+
+class _Meta:
+    """What a grid function sees, looked up on demand: building the dict of every argument by name cost about
+    3 us a launch, and a grid reads two or three names."""
+    __slots__ = ("args", "index", "extra")
+
+    def __init__(self, args, index, extra):
+        self.args, self.index, self.extra = args, index, extra
+
+    def __getitem__(self, name):
+        i = self.index.get(name)
+        return self.args[i] if i is not None else self.extra[name]
+
+    def get(self, name, default=None):
+        try:
+            return self[name]
+        except KeyError:
+            return default
+
+
+_MAX_PINS = 4096  # ints key by value: a program whose sizes never repeat must not grow the table forever
 
 
 class FastKernel:
@@ -80,14 +99,11 @@ class FastKernel:
         # constexpr parameters passed by position: keyed by value, as Triton compiles one kernel per value
         self.const_idx = [i for i, p in enumerate(sig.values()) if "constexpr" in str(p.annotation)]
         self.pins: dict = {}
+        self.index = {n: i for i, n in enumerate(self.names)}
         self.interpreted = os.environ.get("TRITON_INTERPRET", "0") == "1"
         self.stats = {"fast": 0, "triton": 0}  # calls that took each path (tests and the benchmark read it)
-        if self.tuner is not None:
-            t = self.tuner
-            hooked = any(c.pre_hook for c in t.configs)  # the only hook Autotuner.run calls outside tuning
-            self.key_idx = [self.names.index(k) for k in t.keys if k in self.names]  # keywords: in the key already
-            if hooked:
-                self.jit = None
+        if self.tuner is not None and any(c.pre_hook for c in self.tuner.configs):
+            self.jit = None  # a pre_hook is the only hook Autotuner.run calls outside tuning: never bypass it
 
     def __getitem__(self, grid):
         return lambda *args, **kwargs: self.run(grid, args, kwargs)
@@ -104,9 +120,7 @@ class FastKernel:
             key = (device, _spec_key(args), tuple(kwargs.items()))
             if self.const_idx and len(args) > self.const_idx[0]:  # constexprs passed by position: by value
                 key += tuple(args[i] for i in self.const_idx if i < len(args))
-            if self.tuner is not None:
-                key += tuple(args[i] for i in self.key_idx if i < len(args))
-            pin = self.pins.get(key)
+            pin = self.pins.get(key)  # (an autotuner's key arguments are ints: in the key by value already)
         except TypeError:  # a type the key does not know
             return self._slow(grid, args, kwargs)
         if pin is not None and pin[3] is not None and self.tuner.cache.get(pin[3]) is not pin[4]:
@@ -114,12 +128,14 @@ class FastKernel:
             del self.pins[key]
         if pin is None:
             compiled = self._slow(grid, args, kwargs)
+            if len(self.pins) >= _MAX_PINS:
+                self.pins.clear()
             self._pin(key, compiled, args, kwargs)
             return compiled
-        compiled, plan, extra, _tkey, _cfg = pin
-        full = [args[i] if i >= 0 else v for i, v in plan]
+        compiled, tail, extra, _tkey, _cfg = pin
+        full = args + tail
         if callable(grid):
-            grid = grid(dict(zip(self.names, full)) | extra)
+            grid = grid(_Meta(full, self.index, extra))
         g1 = grid[1] if len(grid) > 1 else 1
         g2 = grid[2] if len(grid) > 2 else 1
         rt = _KNOBS[0].runtime
@@ -129,8 +145,8 @@ class FastKernel:
         return compiled
 
     def _pin(self, key, compiled, args, kwargs):
-        """Remember how to launch ``compiled`` for calls with this key: each parameter from a positional argument
-        (index) or a fixed value (keywords, the autotuner's configuration, defaults)."""
+        """Remember how to launch ``compiled`` for calls with this key: the positional arguments, then the rest of
+        the parameters' fixed values (keywords, the autotuner's configuration, defaults) as one tuple."""
         if not hasattr(compiled, "packed_metadata") or not hasattr(compiled, "function"):
             return  # the interpreter, or a Triton this module does not know
         fixed = dict(kwargs)
@@ -143,17 +159,15 @@ class FastKernel:
             tkey = self._tuning_key(args, kwargs)
             if self.tuner.cache.get(tkey) is not cfg and len(self.tuner.configs) > 1:
                 return  # this Triton keys its autotuner otherwise: never pin
-        plan = []
-        for i, name in enumerate(self.names):
-            if i < len(args):
-                plan.append((i, None))
-            elif name in fixed:
-                plan.append((-1, fixed[name]))
+        tail = []
+        for name in self.names[len(args):]:
+            if name in fixed:
+                tail.append(fixed[name])
             elif self.defaults.get(name, inspect.Parameter.empty) is not inspect.Parameter.empty:
-                plan.append((-1, self.defaults[name]))
+                tail.append(self.defaults[name])
             else:
                 return
-        self.pins[key] = (compiled, plan, extra, tkey, cfg)
+        self.pins[key] = (compiled, tuple(tail), extra, tkey, cfg)
 
     def _tuning_key(self, args, kwargs):
         """The autotuner's own key for this call (Autotuner.run: the key arguments' values, then each tensor's dtype)."""

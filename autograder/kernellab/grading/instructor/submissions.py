@@ -48,7 +48,7 @@ def known_wrong(lesson: str, source_nb) -> dict:
         assert no_mask.count("mask=") == k.count("mask=") - 3, "02: the masks of matmul_code changed"
         return {
             "no_tail_mask": {"matmul_code": no_mask},
-            "wrong_strides": edit("matmul_code", "a.stride(0), a.stride(1), b.stride(0), b.stride(1)", "K, 1, N, 1"),
+            "wrong_strides": edit("matmul_code", "M, N, K, sam, sak, sbk, sbn, N, 1", "M, N, K, K, 1, N, 1, N, 1"),
             "fp16_accumulation": {"matmul_code": edit("matmul_code", "dtype=tl.float32)\n", "dtype=tl.float16)\n")[
                 "matmul_code"].replace("acc = tl.dot(a, b, acc)", "acc = tl.dot(a, b, acc, out_dtype=tl.float16)")},
             "row_major_order": {"tile_of_code": "def tile_of(pid, num_pid_m, num_pid_n, group_m):\n"

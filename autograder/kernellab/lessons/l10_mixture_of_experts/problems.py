@@ -529,6 +529,73 @@ def speed_table(grouped_matmul, shapes=((256, 64, 8, 2048, 1408), (8192, 64, 8, 
     return rows
 
 
+PERSISTENT_SHAPES = ((8192, 8, 2, 4096, 14336), (8192, 64, 8, 2048, 1408))  # issue 58's two big shapes
+
+
+def persistent_cases(on_gpu: bool) -> list[tuple]:
+    """(sizes, K, N, x_t) cases for the persistent grouped GEMM: an empty expert and a one-row one, all rows on one
+    expert, K past a multiple of 64 (w's descriptor must end each expert at K), and an x whose row stride no
+    descriptor takes (36 fp16 = 72 bytes: the wrapper must fall back)."""
+    big = 3 if on_gpu else 1
+    return [([0, 7 * big, 33 * big, 0, 1, 20 * big], 40 * big + 24, 24 * big + 8, False),
+            ([0, 0, 50 * big, 0], 72 if on_gpu else 40, 16 * big, False),
+            ([5, 0, 11], 36, 24, False),
+            ([9, 4, 0, 13], 48, 32, True)]
+
+
+def compare_persistent(grouped_matmul, grouped_matmul_persistent) -> list[dict]:
+    """Ungraded: the persistent grouped GEMM of section 8 against float64 on small cases (the interpreter too), then
+    on sm_90+ timed beside ``grouped_matmul``, torch._grouped_mm and one dense matmul of the same FLOPs."""
+    if DEVICE.on_gpu and not DEVICE.supports_tma():
+        print(f"{DEVICE.name} ({DEVICE.cc}) has no TMA: the persistent kernel needs sm_90+. Nothing runs here.")
+        return []
+    gen = torch.Generator().manual_seed(58)
+    dev = DEVICE.torch_device
+    worst = 0.0
+    for sizes, k, n, x_t in persistent_cases(DEVICE.on_gpu):
+        sizes = torch.tensor(sizes)
+        x = torch.randn(int(sizes.sum()), k, generator=gen).half()
+        w = (torch.randn(len(sizes), k, n, generator=gen) / k ** 0.5).half()
+        offsets = _offsets(sizes)
+        ref = grouped_reference(x, w, offsets)
+        xd = _transposed(x) if x_t else x  # the same values, column-major: no descriptor takes it
+        got = grouped_matmul_persistent(xd.to(dev), w.to(dev), offsets.to(dev))
+        if tuple(got.shape) != tuple(ref.shape):
+            raise AssertionError(f"sizes {sizes.tolist()}, K={k}, N={n}: shape {tuple(got.shape)}, "
+                                 f"expected {tuple(ref.shape)}")
+        err = float((got.double().cpu() - ref).norm() / ref.norm().clamp_min(1e-30))
+        if not err <= 1e-2:  # fp16 output of fp32 sums
+            raise AssertionError(f"sizes {sizes.tolist()}, K={k}, N={n}: relative error {err:.1e} against float64")
+        worst = max(worst, err)
+    print(f"{len(persistent_cases(DEVICE.on_gpu))} cases match float64 (largest relative error {worst:.1e}).")
+    if not DEVICE.on_gpu:
+        print("No GPU: nothing is timed. assets/bench/lesson10.md has an H200's numbers.")
+        return []
+    from ...timing import bench
+    dtype = torch.bfloat16 if grouped_mm_layout(torch.bfloat16) else torch.float16
+    layout = grouped_mm_layout(dtype)
+    rows = []
+    for tokens, experts, top_k, k, n in PERSISTENT_SHAPES:
+        x, w, offsets = grouped_inputs(tokens, experts, top_k, k, n, torch.Generator().manual_seed(0), "cuda")
+        x, w = x.to(dtype), w.to(dtype)
+        dense_a = torch.randn(x.shape[0], k, device="cuda").to(dtype)
+        dense_b = torch.randn(k, n, device="cuda").to(dtype)
+        cands = {"grouped_matmul": lambda: grouped_matmul(x, w, offsets),
+                 "persistent": lambda: grouped_matmul_persistent(x, w, offsets),
+                 "dense": lambda: torch.matmul(dense_a, dense_b)}
+        if layout:
+            wg = as_grouped_mm_weight(w, layout)
+            cands["_grouped_mm"] = lambda: torch._grouped_mm(x, wg, offs=offsets[1:])
+        ms = {name: bench(fn) for name, fn in cands.items()}
+        base = "_grouped_mm" if layout else "dense"
+        row = {"shape": f"T={tokens} E={experts} top-{top_k} {k}->{n} {str(dtype)[6:]}", "ms": ms,
+               "vs": base, "grouped_matmul": ms[base] / ms["grouped_matmul"], "persistent": ms[base] / ms["persistent"]}
+        rows.append(row)
+        print(f"{row['shape']}: " + ", ".join(f"{c} {t * 1e3:.0f} us" for c, t in ms.items())
+              + f"; x {base}: grouped_matmul {row['grouped_matmul']:.2f}, persistent {row['persistent']:.2f}")
+    return rows
+
+
 def grouped_mm_layout(dtype=torch.float16) -> str | None:
     """How torch._grouped_mm takes w (E, K, N) of ``dtype`` here: "row" (as it is), "col" (each expert's matrix
     stored column-major, a one-time copy of the weights), or None where it does not run (it is PyTorch's sm_90+
