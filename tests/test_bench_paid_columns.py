@@ -83,9 +83,13 @@ def test_lesson08_report_with_and_without_host_times(tmp_path):
 
 @pytest.mark.parametrize("persistent", [False, True])
 def test_lesson10_report(tmp_path, persistent):
-    # the committed JSON has no persistent kernel (before 2026-11-29's second run); a run on sm_90+ adds it
+    # a run on sm_90+ times section 8's persistent kernel beside the graded one; elsewhere (or before 2026-11-29
+    # 04:55 UTC) its columns read "-"
     from kernellab.lessons.l10_mixture_of_experts import bench as B
     res = _committed("10")
+    for r in res["gemm"]:  # taken back to a run without it
+        r["ms"].pop("persistent", None), r["do_bench_ms"].pop("persistent", None)
+        r.pop("persistent_vs_dense", None), r.pop("persistent_vs_grouped_mm", None)
     if persistent:
         for r in res["gemm"]:
             r["ms"]["persistent"], r["do_bench_ms"]["persistent"] = r["ms"]["yours"] / 1.25, 0.5

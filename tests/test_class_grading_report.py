@@ -272,3 +272,12 @@ def test_the_report_reads_a_jobs_processes_as_the_grader_writes_them():
     record = {"holds": [[0, 1, False]], "judge_holds": [[1, 2, True]]}
     assert CG.each_process(record, "holds") == harness.each_process(record, "holds") == [[[0, 1, False]],
                                                                                         [[1, 2, True]], None]
+
+
+def test_problems_graded_below_their_points_keep_what_the_grade_said():
+    results = {"solution-2": {"matmul_correct": (0.0, 4, "`matmul` on M=1, N=1, K=1 computed with PyTorch"),
+                              "matmul_speed": (2.0, 2, "2.1x cuBLAS")},
+               "blank": {"matmul_correct": (0.0, 4, "not written")}}
+    said = CG._short_of_full("02_tiled_matmul", results)
+    assert said == {"02_tiled_matmul/solution-2/matmul_correct": "`matmul` on M=1, N=1, K=1 computed with PyTorch",
+                    "02_tiled_matmul/blank/matmul_correct": "not written"}

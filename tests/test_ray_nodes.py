@@ -46,3 +46,16 @@ def test_each_node_has_its_share_of_the_cores_and_a_grader(monkeypatch):
         grader.close()
     assert not ray.is_initialized()
     assert _raylets() == before
+
+
+@pytest.mark.parametrize("gpu_id, node_gpus", [("0", 1), ("1", 1), ("3", 2)])
+def test_a_node_s_timed_cores_are_its_own_and_never_untimed(gpu_id, node_gpus):
+    # A node made by --ray nodes on one host has one GPU whose Ray id is the machine's number ("1"): its timed
+    # cores must come from its own share, apart from the cores its untimed grading runs on.
+    from kernellab.grading.classroom import cluster
+    from kernellab.grading.classroom.slots import GpuSlots
+    slots = GpuSlots(1, visible=[gpu_id], first=cluster._gpu_index(gpu_id, node_gpus), node_gpus=node_gpus)
+    slots.all_cores = set(range(16, 32))  # the node's share of a 32-core host
+    timed, untimed = slots.cores(True), slots.cores(False)
+    assert timed and timed <= slots.all_cores and not timed & untimed
+    assert timed | untimed == slots.all_cores or node_gpus > 1

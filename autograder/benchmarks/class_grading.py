@@ -125,6 +125,14 @@ def outside_processes(r: dict) -> float | None:
     return max(0.0, float(r["job_span"][1]) - float(r["job_span"][0]) - inside)
 
 
+def _short_of_full(lesson: str, results: dict) -> dict:
+    """lesson/student/problem -> what the grade said, for every problem graded below its points: a solution copy
+    that loses points in one mode and not in another must say why in the part's JSON (2026-11-29: lesson 02's
+    solution lost matmul_correct in 3 of 15 gradings, and only the scores were kept)."""
+    return {f"{lesson}/{s}/{gid}": str(r[2])[:400] for s, res in results.items() for gid, r in res.items()
+            if len(r) > 2 and r[0] < r[1]}
+
+
 def _ratios(logs: pathlib.Path, lesson: str) -> dict:
     """(student, problem) -> the speed ratio a grading measured (from the audit records)."""
     out = {}
@@ -386,7 +394,7 @@ def run(modes: list[str], lessons: list[str], per_lesson: int, serial_per_lesson
             raise SystemExit(f"{mode}: run it on {given} cores (taskset -c 0-{given - 1}); this process may use {usable}")
         mode_jobs = jobs or (classqueue.default_jobs(n_gpus) if backend != "serial" else 1)
         logs = work / f"logs-{mode}"
-        scores, students, problems, regraded = {}, 0, 0, []
+        scores, said, students, problems, regraded = {}, {}, 0, 0, []
         busy, gpus, grader_cpu = [], 0, 0.0  # (GPU busy %, seconds) of each class run: grade_class samples the GPU
         pauses = [0, 0]  # processes paused for timings, and timings that waited for one to become pausable
         series, slot_map = {}, {}  # each GPU's busy samples in time, and the queue's slot -> sampled GPU
@@ -408,6 +416,7 @@ def run(modes: list[str], lessons: list[str], per_lesson: int, serial_per_lesson
                         nb = S.read(course / "submitted" / student / lesson / f"{lesson}.ipynb")
                         res = harness.grade_notebook(nb, lesson, student, secret, logs_dir=logs, progress=False)
                         scores |= {f"{lesson}/{student}/{gid}": r[0] for gid, r in res.items()}
+                        said |= _short_of_full(lesson, {student: res})
                         students += 1
                         problems += len(res)
                         print(f"serial {lesson} {student}: {time.monotonic() - t0:.0f} s", flush=True)
@@ -437,6 +446,7 @@ def run(modes: list[str], lessons: list[str], per_lesson: int, serial_per_lesson
                 for g, u in (summary.get("gpu_util_per_gpu") or {}).items():
                     per_gpu.setdefault(str(g), []).append((u, summary["seconds"]))
                 scores |= {f"{lesson}/{s}/{gid}": r[0] for s, res in summary["results"].items() for gid, r in res.items()}
+                said |= _short_of_full(lesson, summary["results"])
             if ray_started:
                 ray.shutdown()
                 from kernellab.grading.classroom.cluster import stop_nodes
@@ -463,6 +473,7 @@ def run(modes: list[str], lessons: list[str], per_lesson: int, serial_per_lesson
         # Timed runs whose allocations failed until the allocator freed its cache (memory short beside others)
         out["modes"][mode]["alloc_retries"] = short_of_memory(logs)
         out["scores"][mode] = scores
+        out.setdefault("messages", {})[mode] = said
         out["ratios"][mode] = {f"{lesson}/{k}": v for lesson in lessons for k, v in _ratios(logs, lesson).items()}
         for lesson in lessons:
             for field, got in zip(("medians_ms", "gpu_states"), _medians(logs, lesson)):
@@ -535,6 +546,7 @@ def merge(parts: list[dict]) -> dict:
             if m["gpu_util_mean"] is not None:
                 acc["_busy"].append((m["gpu_util_mean"], m["wall_s"]))
             out["scores"].setdefault(mode, {}).update(p["scores"][mode])
+            out.setdefault("messages", {}).setdefault(mode, {}).update((p.get("messages") or {}).get(mode, {}))
             out["ratios"].setdefault(mode, {}).update(p["ratios"][mode])
             for field in ("medians_ms", "gpu_states"):  # what stands behind each ratio, where a part has it
                 if (p.get(field) or {}).get(mode):
@@ -836,6 +848,58 @@ def write(res: dict, out: pathlib.Path, notes: list[str] = ()) -> str:
     return text
 
 
+SCALEOUT_PAIRS = {"queue": ("queue_1gpu_16cores", "queue_2gpu"), "ray": ("ray_1nodes", "ray_2nodes")}
+
+
+def scaleout(parts: list) -> dict:
+    """Issue 59's comparison from parts graded on one two-GPU machine: each backend on one GPU with its share of the
+    cores (16 of 32: ``queue_1gpu_16cores``, ``ray_1nodes`` under taskset) against both GPUs with all the cores
+    (``queue_2gpu``; ``ray_2nodes``: two raylets, each one GPU and 16 cores, as two nodes of a cloud). Speedup:
+    submissions an hour of the two-GPU run over the one-GPU run's. Scores: every problem graded in every mode,
+    compared across them (no serial grading ran beside these)."""
+    res = merge(parts)
+    modes = res["modes"]
+    out = {"lessons": res["lessons"], "modes": {}, "gpu": None}
+    for m, v in modes.items():
+        out["modes"][m] = {k: v.get(k) for k in ("wall_s", "students", "problems", "per_student_s", "gpus", "jobs",
+                                                  "gpu_util_mean")}
+        out["modes"][m]["cores"] = (v.get("machine") or {}).get("cores")
+        out["modes"][m]["submissions_per_hour"] = round(3600 * v["students"] / v["wall_s"], 1)
+        out["gpu"] = out["gpu"] or (v.get("machine") or {}).get("gpu")
+    for backend, (one, two) in SCALEOUT_PAIRS.items():
+        if one in modes and two in modes:
+            out[f"speedup_{backend}"] = round(out["modes"][two]["submissions_per_hour"]
+                                              / out["modes"][one]["submissions_per_hour"], 2)
+    keys = set.intersection(*(set(v) for v in res["scores"].values()))
+    differ = sorted(k for k in keys if len({res["scores"][m][k] for m in res["scores"]}) > 1)
+    out["scores_compared"], out["scores_differ"] = len(keys), {k: {m: res["scores"][m][k] for m in res["scores"]}
+                                                                for k in differ}
+    out["scores_identical"] = not differ
+    out["messages"] = {m: said for m, said in (res.get("messages") or {}).items() if said}
+    out["holds_beside_timing"] = {m: v.get("holds_beside_timing") for m, v in modes.items()}
+    return out
+
+
+def write_scaleout(res: dict, out: pathlib.Path, header: list, notes: list = ()) -> pathlib.Path:
+    from kernellab.report import md_table
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "class_scaleout.json").write_text(json.dumps(res, indent=1) + "\n")
+    lines = ["# Grading scale-out: one GPU with its cores against two (issue 59)", "", *header, "",
+             *md_table(["mode", "GPUs", "cores", "jobs", "submissions", "problems", "wall s", "s per submission",
+                       "submissions / hour", "GPU busy %"],
+                      [[m, v["gpus"], v["cores"], v["jobs"], v["students"], v["problems"], v["wall_s"],
+                        v["per_student_s"], v["submissions_per_hour"], v["gpu_util_mean"]]
+                       for m, v in res["modes"].items()]),
+             "", f"- speedup, queue (two GPUs, 32 cores over one GPU, 16 cores): **{res.get('speedup_queue', '-')}x**",
+             f"- speedup, Ray (two nodes over one, each node one GPU and 16 cores): **{res.get('speedup_ray', '-')}x**",
+             f"- scores identical across the modes: **{res['scores_identical']}** ({res['scores_compared']} problems "
+             "graded in every mode)"]
+    for k, by_mode in res["scores_differ"].items():
+        lines.append(f"  - {k}: " + ", ".join(f"{m} {v}" for m, v in by_mode.items()))
+    (out / "class_scaleout.md").write_text("\n".join(lines + list(notes)) + "\n")
+    return out / "class_scaleout.md"
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--modes", default="serial,queue,ray_local")
@@ -853,6 +917,9 @@ def main() -> int:
     ap.add_argument("--header-file", default=None, help="merge: the report's header lines, in place of the first "
                                                           "part's (parts from several runs: say each run's date)")
     ap.add_argument("--note", action="append", default=[], help="merge: a note line for the report")
+    ap.add_argument("--scaleout", nargs="*", default=None, help="parts of issue 59's modes (queue_1gpu_16cores, "
+                                                                  "queue_2gpu, ray_1nodes, ray_2nodes): write "
+                                                                  "--out/class_scaleout.json and .md")
     ap.add_argument("--timeline", default=None, help="a mode's records (logs-MODE, from the device's records.tgz): "
                                                       "draw its GPU holds over time into --out/timeline_MODE.png")
     a = ap.parse_args()
@@ -864,6 +931,11 @@ def main() -> int:
         if not plot_timeline(logs, path):
             raise SystemExit(f"no grading records with GPU holds under {logs}")
         print(path, json.dumps(gpu_timeline(logs)))
+        return 0
+    if a.scaleout:
+        res = scaleout([json.loads(pathlib.Path(p).read_text()) for p in a.scaleout])
+        header = pathlib.Path(a.header_file).read_text().splitlines() if a.header_file else []
+        print(write_scaleout(res, out, header, a.note))
         return 0
     if a.merge:
         res = merge([json.loads(pathlib.Path(p).read_text()) for p in a.merge])

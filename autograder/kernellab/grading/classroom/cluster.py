@@ -66,9 +66,12 @@ def _node_gpus() -> int:
     return max(1, int(node.get("Resources", {}).get("GPU", 1)))
 
 
-def _gpu_index(gpu_id: str) -> int:
-    """A GPU's place among its node's (Ray's GPU ids are its CUDA device numbers there)."""
-    return int(gpu_id) if str(gpu_id).isdigit() else 0
+def _gpu_index(gpu_id: str, node_gpus: int) -> int:
+    """A GPU's place among its node's, below ``node_gpus``: Ray's GPU ids are CUDA device numbers of the machine,
+    and a node given one GPU of several (``start_nodes``: node 1 has GPU "1") must keep the cores of its place 0,
+    not of place 1, which its share of the cores does not have (the timed cores then fell among the untimed ones:
+    2026-11-29, a two-node run on one host timed node 1 on cores 28-29 while its untimed work ran on 16-29)."""
+    return int(gpu_id) % max(1, node_gpus) if str(gpu_id).isdigit() else 0
 
 
 def _use_budgets(budgets: dict) -> None:
@@ -94,7 +97,8 @@ class GpuGrader:
         self.gpu = gpus[0] if gpus else None
         node = _node_gpus() if gpus else 1
         # Its one GPU, placed among the node's for the cores kept per GPU, the node's jobs sharing the untimed cores.
-        self.slots = GpuSlots(1, visible=gpus[:1] or None, jobs=jobs * node, first=_gpu_index(self.gpu), node_gpus=node)
+        self.slots = GpuSlots(1, visible=gpus[:1] or None, jobs=jobs * node, first=_gpu_index(self.gpu, node),
+                              node_gpus=node)
         harness._SLOTS = self.slots  # the whole process grades for this GPU (harness.use_slots, for good)
         self._jobs, self._jobs_cv = 0, threading.Condition()  # jobs inside grade(), which close() waits out
         self.slots.confine_grading()  # its own cases and references too, as the queue's grading process
