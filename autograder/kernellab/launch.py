@@ -51,13 +51,14 @@ def _spec_key(args) -> tuple:
     """The arguments as far as Triton's specialisation could see them, flat and at least as fine: per tensor its
     dtype and whether its address is 16-byte aligned; every int by its value (finer than Triton's "equal to 1,
     divisible by 16, 32 or 64 bits", so never wrong, and a lookup in C instead of arithmetic in Python); floats as
-    one constant (never specialised); bools and None as themselves. Raises TypeError for any other type.
+    one constant (never specialised); bools by a name of their own (never equal to an int's key); None as itself.
+    Raises TypeError for any other type.
     (The hottest line here: one comprehension, the common types tested first.)"""
     return tuple([a if type(a) is int else (a.dtype, not a.data_ptr() & 15) if isinstance(a, _Tensor)
-                  else 0.5 if type(a) is float else _BOOL[a] if type(a) is bool else _none(a) for a in args])
+                  else 0.5 if type(a) is float else _BOOL[a] if type(a) is bool else _none_or_refuse(a) for a in args])
 
 
-def _none(a):
+def _none_or_refuse(a):
     if a is None:
         return None
     raise TypeError(type(a))

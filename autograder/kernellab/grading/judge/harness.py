@@ -659,7 +659,7 @@ def grade_stored(p, nb, lesson: str, student: str, secret: bytes, ceil, facts: d
         except Exception as exc:  # noqa: BLE001 - a harness failure costs this problem, not the notebook
             outcome, record = Outcome(p.id, 0.0, f"Grading this problem failed: {type(exc).__name__}: {exc}"), {}
         # The job from start to end, this process's own work (cases, references, judging) included: what its
-        # processes' walls and waits leave over is the grading process's share (scripts/class_grading.py).
+        # processes' walls and waits leave over is the grading process's share (autograder/benchmarks/class_grading.py).
         record["job_span"] = [round(started, 3), round(time.time(), 3)]
         fraction, message = outcome.fraction, outcome.message
         record.update({"fraction": fraction, "why": message, "details": _jsonable(outcome.details),
