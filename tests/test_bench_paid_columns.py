@@ -106,3 +106,17 @@ def test_lesson10_report(tmp_path, persistent):
     assert (cells[3] != "-") == persistent  # the persistent kernel's ms column
     r = next(r for r in res["gemm"] if r["shape"] == [8192, 8, 2, 4096, 14336] and r["dtype"] == "bfloat16")
     assert cells[8] == f"{r['vs_grouped_mm']:.2f} / " + (f"{r['persistent_vs_grouped_mm']:.2f}" if persistent else "-")
+
+
+def test_bench_takes_lesson_numbers_and_refuses_an_id_with_no_benchmark(capsys):
+    """`kernellab bench --lessons 07` runs lesson 07's benchmark (it ran nothing and exited 0 before); an id that
+    names no benchmark stops with the list of those that do."""
+    import pytest
+
+    from kernellab.bench import lesson_ids
+    from kernellab.cli import main
+    assert lesson_ids(["07", "2", "08_hopper"]) == ["07_ship_it", "02_tiled_matmul", "08_hopper"]
+    assert lesson_ids(None) == []
+    with pytest.raises(SystemExit) as e:
+        main(["bench", "--lessons", "11", "--out", "unused"])
+    assert "no benchmark for lesson '11'" in str(e.value) and "07 (07_ship_it)" in str(e.value)

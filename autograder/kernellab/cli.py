@@ -17,7 +17,7 @@ def main(argv=None) -> int:
     be = sub.add_parser("bench", help="time the solution kernels against their baselines (GPU)")
     be.add_argument("--out", default="assets/bench", help="folder for the report and charts")
     be.add_argument("--quick", action="store_true", help="fewer sizes and repeats")
-    be.add_argument("--lessons", default="", help="comma-separated lesson ids (default: all with a benchmark)")
+    be.add_argument("--lessons", default="", help="comma-separated lesson ids or numbers, e.g. 02,07 (default: all)")
     g = sub.add_parser("gpu-report", help="bench + execute and autograde every lesson on this GPU")
     g.add_argument("--out", default="assets/gpu", help="folder for the reports")
     g.add_argument("--students", default="", help="comma-separated submissions to grade (default: all)")
