@@ -19,7 +19,8 @@ SPEED = {"add_bandwidth", "fused_speed"}
 
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory):
-    course, rel, src, wrong = new_course(tmp_path_factory, L)
+    # the one round trip whose gradebook nbgrader makes itself, as in an instructor's first course
+    course, rel, src, wrong = new_course(tmp_path_factory, L, fresh_gradebook=True)
     add = S.solution_texts(src)["add_code"]
     subs = {
         "solution": S.filled(rel, src),
@@ -41,8 +42,19 @@ def graded(tmp_path_factory):
     # Another nbgrader schema version on one cell: nbgrader's error for it ended the whole autograde run, and no
     # student after "patcher" (solution, tamperer) was graded (a red-team notebook; OneSchemaVersion).
     next(c for c in subs["patcher"].cells if "nbgrader" in c.metadata).metadata.nbgrader["schema_version"] = 4
-    # the LMS path of the README, then the instructor's CLI: kernellab term autograde / feedback / export
-    grades, scores = course.round_trip(L, subs, via_lms=("solution",), via_term=True)
+    # the LMS path of the README, then the instructor's CLI: kernellab term autograde / feedback / export, each
+    # command's output kept (course.term_runs) for the tests that read what it said (no second run of it)
+    course.term_runs, term = {}, course.term
+
+    def kept(*args):
+        course.term_runs[args] = r = term(*args)
+        return r
+    course.term = kept
+    try:
+        grades, scores = course.round_trip(L, subs, via_lms=("solution",), via_term=True)
+    finally:
+        del course.term  # the class's own again, for the tests' further commands
+    assert set(course.term_runs) == {("autograde", L), ("feedback", L), ("export",)}
     assert (course.ag / "submitted" / "solution" / L / f"{L}.ipynb").exists()
     return course, grades, scores
 
@@ -214,7 +226,7 @@ def test_speed_graded_without_a_gpu_is_flagged_not_silently_lost(graded):
 
 def test_term_feedback_says_where_it_wrote_and_its_lines_wrap(graded):
     course, _, scores = graded
-    out = course.term("feedback", L)
+    out = course.term_runs[("feedback", L)]  # the fixture's own `kernellab term feedback`, after its autograde
     assert out.returncode == 0, out.stderr[-2000:]
     assert f"wrote {len(scores)} feedback pages" in out.stdout and str(course.ag.resolve() / "feedback") in out.stdout
     html = (course.ag / "feedback" / "nomask" / L / f"{L}.html").read_text()
