@@ -108,15 +108,17 @@ def test_lesson10_report(tmp_path, persistent):
     assert cells[8] == f"{r['vs_grouped_mm']:.2f} / " + (f"{r['persistent_vs_grouped_mm']:.2f}" if persistent else "-")
 
 
-def test_bench_takes_lesson_numbers_and_refuses_an_id_with_no_benchmark(capsys):
-    """`kernellab bench --lessons 07` runs lesson 07's benchmark (it ran nothing and exited 0 before); an id that
-    names no benchmark stops with the list of those that do."""
+def test_the_command_line_takes_lesson_numbers_and_refuses_a_lesson_that_does_not_exist():
+    """`kernellab bench --lessons 07` runs lesson 07's benchmark (it ran nothing and exited 0 before); a name that
+    is no lesson stops bench, gpu-report, agree and build with the list of lessons."""
     import pytest
 
-    from kernellab.bench import lesson_ids
     from kernellab.cli import main
+    from kernellab.lessons import lesson_ids
     assert lesson_ids(["07", "2", "08_hopper"]) == ["07_ship_it", "02_tiled_matmul", "08_hopper"]
     assert lesson_ids(None) == []
-    with pytest.raises(SystemExit) as e:
-        main(["bench", "--lessons", "11", "--out", "unused"])
-    assert "no benchmark for lesson '11'" in str(e.value) and "07 (07_ship_it)" in str(e.value)
+    for argv in (["bench", "--lessons", "11", "--out", "unused"], ["gpu-report", "--lessons", "11", "--out", "unused"],
+                 ["agree", "--lessons", "11", "--out", "unused"], ["build", "11"]):
+        with pytest.raises(SystemExit) as e:
+            main(argv)
+        assert "no lesson '11'" in str(e.value) and "07 (07_ship_it)" in str(e.value), argv

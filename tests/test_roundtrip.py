@@ -42,18 +42,9 @@ def graded(tmp_path_factory):
     # Another nbgrader schema version on one cell: nbgrader's error for it ended the whole autograde run, and no
     # student after "patcher" (solution, tamperer) was graded (a red-team notebook; OneSchemaVersion).
     next(c for c in subs["patcher"].cells if "nbgrader" in c.metadata).metadata.nbgrader["schema_version"] = 4
-    # the LMS path of the README, then the instructor's CLI: kernellab term autograde / feedback / export, each
-    # command's output kept (course.term_runs) for the tests that read what it said (no second run of it)
-    course.term_runs, term = {}, course.term
-
-    def kept(*args):
-        course.term_runs[args] = r = term(*args)
-        return r
-    course.term = kept
-    try:
-        grades, scores = course.round_trip(L, subs, via_lms=("solution",), via_term=True)
-    finally:
-        del course.term  # the class's own again, for the tests' further commands
+    # the LMS path of the README, then the instructor's CLI: kernellab term autograde / feedback / export (each
+    # command's result kept in course.term_runs for the tests that read what it said: no second run of it)
+    grades, scores = course.round_trip(L, subs, via_lms=("solution",), via_term=True)
     assert set(course.term_runs) == {("autograde", L), ("feedback", L), ("export",)}
     assert (course.ag / "submitted" / "solution" / L / f"{L}.ipynb").exists()
     return course, grades, scores

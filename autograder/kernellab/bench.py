@@ -12,26 +12,7 @@ import pathlib
 from .device import DEVICE, fingerprint
 
 
-BENCHED = ("01_roofline_vector_add", "02_tiled_matmul", "03_fused_softmax_layernorm", "04_flash_attention",
-           "05_flash_attention_backward", "06_profile_first", "07_ship_it", "08_hopper", "09_serve_it",
-           "10_mixture_of_experts")
-
-
-def lesson_ids(names) -> list:
-    """Lesson ids as the benchmark knows them, from full ids or their numbers ("07", "7"); an id that names no
-    benchmark stops the run with the list of those that do (a typo must not run nothing and exit 0)."""
-    out = []
-    for name in names or ():
-        hits = [lid for lid in BENCHED if name == lid or (name.isdigit() and int(name) == int(lid[:2]))]
-        if not hits:
-            raise SystemExit(f"kernellab bench: no benchmark for lesson {name!r}; these have one: "
-                             + ", ".join(f"{lid[:2]} ({lid})" for lid in BENCHED))
-        out.append(hits[0])
-    return out
-
-
 def run_bench(out_dir: str, quick: bool = False, lessons=None) -> None:
-    lessons = lesson_ids(lessons)
     smoke = quick and lessons == ["07_ship_it"]  # lesson 07's bench has a CPU smoke test (--quick)
     if not DEVICE.on_gpu and not smoke:
         print("kernellab bench needs a CUDA GPU; this machine has none.")
@@ -45,7 +26,8 @@ def _run(out_dir: str, quick: bool, lessons) -> None:
     out = pathlib.Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     print(fingerprint())
-    lessons = lessons or [lid for lid in BENCHED if lid != "05_flash_attention_backward"]  # 04's bench times 05 too
+    from .lessons import FOLDERS
+    lessons = lessons or [lid for lid in FOLDERS if lid != "05_flash_attention_backward"]  # 04's bench times 05 too
     if "01_roofline_vector_add" in lessons:
         from .lessons.l01_roofline_vector_add.bench import _write_lesson01, bench_lesson01
         _write_lesson01(bench_lesson01(quick), out)

@@ -9,11 +9,18 @@ def _split(text: str) -> list | None:
     return [s for s in text.split(",") if s] or None
 
 
+def _lessons(names) -> list | None:
+    """Lesson ids from what was typed (ids or numbers, a list or one comma-separated string); a name that is no
+    lesson stops the command (kernellab.lessons.lesson_ids)."""
+    from .lessons import lesson_ids
+    return lesson_ids(_split(names) if isinstance(names, str) else names) or None
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="kernellab", description=__doc__)
     sub = ap.add_subparsers(dest="cmd", required=True)
     b = sub.add_parser("build", help="regenerate notebooks/ from solutions/ (nbgrader generate_assignment)")
-    b.add_argument("lessons", nargs="*", help="lesson ids (default: all)")
+    b.add_argument("lessons", nargs="*", help="lesson ids or numbers (default: all)")
     be = sub.add_parser("bench", help="time the solution kernels against their baselines (GPU)")
     be.add_argument("--out", default="assets/bench", help="folder for the report and charts")
     be.add_argument("--quick", action="store_true", help="fewer sizes and repeats")
@@ -21,7 +28,7 @@ def main(argv=None) -> int:
     g = sub.add_parser("gpu-report", help="bench + execute and autograde every lesson on this GPU")
     g.add_argument("--out", default="assets/gpu", help="folder for the reports")
     g.add_argument("--students", default="", help="comma-separated submissions to grade (default: all)")
-    g.add_argument("--lessons", default="", help="comma-separated lesson ids (default: all)")
+    g.add_argument("--lessons", default="", help="comma-separated lesson ids or numbers (default: all)")
     g.add_argument("--no-bench", action="store_true", help="skip the benchmark")
     g.add_argument("--no-execute", action="store_true", help="skip executing the solution notebooks")
     g.add_argument("--merge", nargs="+", metavar="JSON", help="only write one report from these gpu_report.json files")
@@ -38,7 +45,7 @@ def main(argv=None) -> int:
     rs = sub.add_parser("regrade-summary", help="one table over every regrade report in a folder")
     rs.add_argument("--dir", default="assets/gpu", help="the folder holding regrade_*.json")
     a = sub.add_parser("agree", help="execute each solution notebook and grade it: learner checks vs grade of record")
-    a.add_argument("--lessons", default="", help="comma-separated lesson ids (default: all)")
+    a.add_argument("--lessons", default="", help="comma-separated lesson ids or numbers (default: all)")
     a.add_argument("--jobs", type=int, default=4, help="untimed problems graded this many at a time")
     a.add_argument("--out", default=None, help="folder for agreement.md (default: assets/gpu or assets/grading)")
     a.add_argument("--merge", nargs="+", metavar="JSON", help="only write one report from these agreement.json files")
@@ -75,17 +82,17 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     if args.cmd == "build":
         from .build import build
-        build(args.lessons or None)
+        build(_lessons(args.lessons))
     elif args.cmd == "bench":
         from .bench import run_bench
-        run_bench(args.out, quick=args.quick, lessons=_split(args.lessons))
+        run_bench(args.out, quick=args.quick, lessons=_lessons(args.lessons))
     elif args.cmd == "gpu-report":
         from .gpu_report import main as gpu_main, merge
         if args.merge:
             merge(args.merge, args.out)
             return 0
         gpu_main(args.out, _split(args.students), bench=not args.no_bench, execute=not args.no_execute,
-                 lessons=_split(args.lessons))
+                 lessons=_lessons(args.lessons))
     elif args.cmd == "regrade":
         import pathlib
 
@@ -126,7 +133,7 @@ def main(argv=None) -> int:
         if args.merge:
             print(merge(args.merge, out))
             return 0
-        res = agree(_split(args.lessons) or list(LESSONS), args.jobs, out)
+        res = agree(_lessons(args.lessons) or list(LESSONS), args.jobs, out)
         print(write(res, out))
         return 0 if all(r["state"] != "disagree" for r in res["rows"]) else 1
     elif args.cmd == "term":

@@ -26,6 +26,19 @@ LESSONS = {lid: f"lesson{lid[:2]}" for lid in FOLDERS}
 _ALIASES = {name: FOLDERS[lid] for lid, name in LESSONS.items()}
 
 
+def lesson_ids(names) -> list:
+    """Lesson ids, in the order given, from full ids or their numbers ("07", "7"), as the command line takes them; a
+    name that is no lesson stops the command with the list of lessons (a typo must not run nothing and exit 0)."""
+    out = []
+    for name in names or ():
+        hits = [lid for lid in FOLDERS if name == lid or (name.isdigit() and int(name) == int(lid[:2]))]
+        if not hits:
+            raise SystemExit(f"kernellab: no lesson {name!r}; the lessons: "
+                             + ", ".join(f"{lid[:2]} ({lid})" for lid in FOLDERS))
+        out.append(hits[0])
+    return out
+
+
 def lesson_module(lesson_id: str):
     """The lesson's problems module (what its notebook calls ``L``)."""
     return importlib.import_module(f"{__name__}.{FOLDERS[lesson_id]}.problems")

@@ -23,6 +23,7 @@ class Course:
         (self.root / "autograder").mkdir(exist_ok=True)
         shutil.copy(src / "autograder" / "nbgrader_config.py", self.root / "autograder" / "nbgrader_config.py")
         self.ag = self.root / "autograder"
+        self.term_runs: dict = {}  # round_trip(via_term=True): each `kernellab term` command's result
 
     def nbgrader(self, *args, check=True, timeout=3600) -> subprocess.CompletedProcess:
         r = run_nbgrader(self.ag, *args, timeout=timeout)
@@ -90,7 +91,8 @@ class Course:
     def round_trip(self, lesson: str, subs: dict, via_lms: tuple = (), via_term: bool = False) -> tuple[dict, dict]:
         """The instructor's whole pass: collect (``via_lms`` students through zip_collect, the rest
         submitted directly), autograde, feedback, export. Returns (grades.csv rows, cell scores).
-        ``via_term``: autograde, feedback and export through ``kernellab term``."""
+        ``via_term``: autograde, feedback and export through ``kernellab term``, each command's result kept in
+        ``term_runs`` (keyed by its arguments) for what a test reads of its output."""
         if via_lms:
             self.collect_from_lms(lesson, {s: subs[s] for s in via_lms})
         for student, nb in subs.items():
@@ -98,7 +100,7 @@ class Course:
                 self.submit(lesson, student, nb)
         if via_term:
             for args in (("autograde", lesson), ("feedback", lesson), ("export",)):
-                r = self.term(*args)
+                r = self.term_runs[args] = self.term(*args)
                 if r.returncode != 0:
                     raise RuntimeError(f"kernellab term {' '.join(args)} failed:\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}")
         else:
